@@ -1,0 +1,63 @@
+"""The one builder through which the tracer, the VJP rules and the passes produce IR."""
+from __future__ import annotations
+
+import numpy as np
+
+from .nodes import Binding, Block, Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
+from .ops.registry import make_call
+from .types import TensorType, Type
+
+
+class Builder:
+    """Appends typed SSA bindings to one dataflow block.
+
+    >>> from ir import Builder, TensorType, Var
+    >>> x = Var("x", TensorType((2, 3)))
+    >>> b = Builder()
+    >>> y = b.call("sum", b.call("exp", x), axis=None)
+    >>> y.type
+    TensorType(shape=(), dtype='float32')
+    """
+
+    def __init__(self):
+        self.bindings: list[Binding] = []
+
+    def emit(self, value: Expr, name: str = "lv") -> Var:
+        var = Var(name, value.type)
+        self.bindings.append(Binding(var, value))
+        return var
+
+    def call(self, op: str, *args, name: str = "lv", **attrs) -> Var:
+        """Emit `op(*args, **attrs)`; list/tuple arguments become tuple expressions."""
+        return self.emit(make_call(op, [as_expr(a) for a in args], attrs), name)
+
+    def tuple(self, fields, name: str = "lv") -> Var:
+        return self.emit(Tuple(fields), name)
+
+    def get_item(self, value: Expr, index: int, name: str = "lv") -> Var:
+        return self.emit(TupleGetItem(value, index), name)
+
+    def zeros(self, type: Type, name: str = "lv") -> Expr:
+        """Zeros of a tensor type, or a tuple of zeros for a tuple type."""
+        if isinstance(type, TensorType):
+            return self.call("zeros", shape=type.shape, dtype=type.dtype, name=name)
+        return self.tuple([self.zeros(f, name) for f in type.fields], name)
+
+    def function(self, params: list[Var], body: Expr, attrs: dict | None = None) -> Function:
+        return Function(list(params), [Block(self.bindings)], body, dict(attrs or {}))
+
+
+def const(value, dtype: str = "float32") -> Constant:
+    return Constant(np.asarray(value, dtype=dtype))
+
+
+def as_expr(value) -> Expr:
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, (list, tuple)):
+        return Tuple(as_expr(v) for v in value)
+    raise TypeError(f"cannot use {value!r} as an IR expression; wrap constants with ir.const")
+
+
+def rebuild_call(call: Call, args) -> Call:
+    return make_call(call.op, args, call.attrs)

@@ -1,0 +1,261 @@
+"""Runs IR functions on NumPy or CuPy.
+
+Each function is compiled once into a flat list of instructions with kernels resolved. Every value
+is dropped right after its last use (returned values excepted), and each call records the peak
+bytes held at once (arguments included) and how often each op ran.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var, free_vars
+from .ops.registry import get_op
+from .types import TensorType, TupleType, Type
+
+
+def array_module(device: str):
+    if device == "cpu":
+        return np
+    if device == "cuda":
+        try:
+            import cupy
+        except ImportError as e:
+            raise RuntimeError(
+                'device="cuda" needs CuPy: pip install "tracegrad[cuda]" (cupy-cuda12x) on a machine with '
+                f"an NVIDIA GPU ({e})") from None
+        try:
+            cupy.cuda.runtime.getDeviceCount()
+        except Exception as e:  # cupy raises its own CUDARuntimeError when no driver or GPU is there
+            raise RuntimeError(f'device="cuda": CuPy is installed but no GPU is usable ({e})') from None
+        return cupy
+    raise ValueError(f'device must be "cpu" or "cuda", got {device!r}')
+
+
+@dataclass
+class Stats:
+    peak_bytes: int = 0
+    op_counts: dict[str, int] = field(default_factory=dict)
+
+
+class _Memory:
+    """Bytes held at once, counted per underlying buffer so views and identities are not counted twice."""
+
+    __slots__ = ("refs", "live", "peak")
+
+    def __init__(self):
+        self.refs: dict[int, list] = {}
+        self.live = 0
+        self.peak = 0
+
+    def hold(self, value):
+        if isinstance(value, tuple):
+            for v in value:
+                self.hold(v)
+            return
+        base = value.base if value.base is not None else value
+        entry = self.refs.get(id(base))
+        if entry is None:
+            self.refs[id(base)] = [1, base.nbytes, base]
+            self.live += base.nbytes
+            if self.live > self.peak:
+                self.peak = self.live
+        else:
+            entry[0] += 1
+
+    def drop(self, value):
+        if isinstance(value, tuple):
+            for v in value:
+                self.drop(v)
+            return
+        base = value.base if value.base is not None else value
+        entry = self.refs[id(base)]
+        entry[0] -= 1
+        if entry[0] == 0:
+            del self.refs[id(base)]
+            self.live -= entry[1]
+
+
+# instruction kinds
+CALL, TUPLE, GETITEM, ALIAS = range(4)
+
+
+class CompiledFunction:
+    def __init__(self, fn: Function, name: str, xp, stats: Stats):
+        self.name, self.xp, self.stats, self.fn = name, xp, stats, fn
+        bindings = fn.bindings
+        self.params = fn.params
+        slot: dict[Var, int] = {}
+        for p in fn.params:
+            slot[p] = len(slot)
+        self.constants: list[tuple[int, object]] = []
+        n_slots = len(slot) + len(bindings)
+        self.instrs: list[tuple] = []
+        counts: Counter = Counter()
+
+        def operand(e: Expr):
+            nonlocal n_slots
+            if isinstance(e, Var):
+                if e not in slot:
+                    raise ValueError(f"executor: {name} uses {e.name} before it is defined")
+                return slot[e]
+            if isinstance(e, Constant):
+                s = n_slots
+                n_slots += 1
+                self.constants.append((s, xp.asarray(e.data)))
+                return s
+            if isinstance(e, Tuple):
+                s = n_slots
+                n_slots += 1
+                self.instrs.append((TUPLE, None, tuple(operand(f) for f in e.fields), None, s))
+                return s
+            raise TypeError(f"executor: unsupported operand {e!r}")
+
+        for b in bindings:
+            v = b.value
+            if isinstance(v, Call):
+                op = get_op(v.op)
+                args = tuple(operand(a) for a in v.args)
+                instr = (CALL, op.kernel, args, v.attrs, len(slot))
+                counts[v.op] += 1
+            elif isinstance(v, Tuple):
+                instr = (TUPLE, None, tuple(operand(f) for f in v.fields), None, len(slot))
+            elif isinstance(v, TupleGetItem):
+                instr = (GETITEM, v.index, (operand(v.tuple_value),), None, len(slot))
+            else:
+                instr = (ALIAS, None, (operand(v),), None, len(slot))
+            slot[b.var] = len(slot)
+            self.instrs.append(instr)
+        self.body = fn.body
+        self.slot = slot
+        self.op_counts = dict(counts)
+        self.body_plan = self._plan(operand)
+        self.n_slots = n_slots  # params, bindings, then constants and inline tuples
+        self.frees = self._last_uses()
+
+    def _plan(self, operand):
+        def plan(e):
+            if isinstance(e, Tuple):
+                return ("tuple", [plan(f) for f in e.fields])
+            if isinstance(e, TupleGetItem):
+                return ("item", plan(e.tuple_value), e.index)
+            return ("slot", operand(e))
+        return plan(self.body)
+
+    def _last_uses(self) -> list[tuple[int, ...]]:
+        keep = set()
+
+        def walk(p):
+            if p[0] == "tuple":
+                for q in p[1]:
+                    walk(q)
+            elif p[0] == "item":
+                walk(p[1])
+            else:
+                keep.add(p[1])
+        walk(self.body_plan)
+        keep.update(s for s, _ in self.constants)
+        last: dict[int, int] = {}
+        for i, (_, _, args, _, out) in enumerate(self.instrs):
+            for a in args:
+                last[a] = i
+            last.setdefault(out, i)  # a value nobody reads dies right away
+        for p in range(len(self.params)):
+            last.setdefault(p, -1)
+        frees: list[list[int]] = [[] for _ in self.instrs]
+        pre = []
+        for s, i in last.items():
+            if s in keep:
+                continue
+            (pre if i < 0 else frees[i]).append(s)
+        self.dead_params = tuple(pre)
+        return [tuple(f) for f in frees]
+
+    def __call__(self, *args):
+        xp = self.xp
+        if len(args) != len(self.params):
+            raise TypeError(f"{self.name} takes {len(self.params)} argument(s) "
+                            f"({', '.join(p.name for p in self.params)}), got {len(args)}")
+        values: list = [None] * self.n_slots
+        mem = _Memory()
+        for i, (p, a) in enumerate(zip(self.params, args, strict=True)):
+            a = _check_arg(xp, p, a, self.name)
+            values[i] = a
+            mem.hold(a)
+        for s, c in self.constants:
+            values[s] = c
+            mem.hold(c)
+        for s in self.dead_params:
+            mem.drop(values[s])
+            values[s] = None
+        ndarray = xp.ndarray
+        for (kind, fn, args, attrs, out), frees in zip(self.instrs, self.frees, strict=True):
+            if kind == CALL:
+                r = fn(xp, *[values[a] for a in args], **attrs)
+                if type(r) is not ndarray and not isinstance(r, tuple):
+                    r = xp.asarray(r)
+            elif kind == TUPLE:
+                r = tuple(values[a] for a in args)
+            elif kind == GETITEM:
+                r = values[args[0]][fn]
+            else:
+                r = values[args[0]]
+            values[out] = r
+            mem.hold(r)
+            for s in frees:
+                mem.drop(values[s])
+                values[s] = None
+        self.stats.peak_bytes = mem.peak
+        self.stats.op_counts = dict(self.op_counts)
+        return _collect(self.body_plan, values)
+
+
+def _collect(plan, values):
+    if plan[0] == "tuple":
+        return tuple(_collect(p, values) for p in plan[1])
+    if plan[0] == "item":
+        return _collect(plan[1], values)[plan[2]]
+    return values[plan[1]]
+
+
+def _check_arg(xp, p: Var, a, fn_name: str):
+    t: Type = p.type
+    if isinstance(t, TupleType):
+        if not isinstance(a, (tuple, list)) or len(a) != len(t.fields):
+            raise TypeError(f"{fn_name}: argument {p.name} must be a tuple of {len(t.fields)} arrays")
+        return tuple(_check_arg(xp, Var(f"{p.name}[{i}]", f), v, fn_name) for i, (f, v) in enumerate(zip(t.fields, a, strict=True)))
+    assert isinstance(t, TensorType)
+    a = xp.asarray(a)
+    if tuple(a.shape) != t.shape or str(a.dtype) != t.dtype:
+        raise ValueError(f"{fn_name}: argument {p.name} expects shape {t.shape} and dtype {t.dtype}, "
+                         f"got shape {tuple(a.shape)} and dtype {a.dtype}")
+    return a
+
+
+class Executor:
+    """Compiles and runs the functions of a module.
+
+    >>> import numpy as np, tracer, ir
+    >>> ex = ir.Executor(tracer.trace(lambda x: tracer.exp(x).sum(), np.zeros((2, 2), "float32")))
+    >>> float(ex["main"](np.zeros((2, 2), "float32")))
+    4.0
+    >>> ex.stats.op_counts
+    {'exp': 1, 'sum': 1}
+    """
+
+    def __init__(self, mod: IRModule, device: str = "cpu"):
+        self.mod = mod
+        self.device = device
+        self.xp = array_module(device)
+        self.stats = Stats()
+        self._compiled: dict[str, CompiledFunction] = {}
+
+    def __getitem__(self, name: str) -> CompiledFunction:
+        if name not in self._compiled:
+            self._compiled[name] = CompiledFunction(self.mod[name], name, self.xp, self.stats)
+        return self._compiled[name]
+
+
+__all__ = ["Executor", "Stats", "array_module", "free_vars"]

@@ -1,0 +1,169 @@
+"""IR nodes: expressions, bindings, the one-dataflow-block Function and the IRModule.
+
+Vars are compared by identity and named only when printed (the printer makes names unique), so
+passes can create vars freely and golden text stays stable.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .types import IRError, TensorType, TupleType, Type
+
+
+class Expr:
+    """Base of every IR expression; each carries its inferred `type`."""
+
+    type: Type
+
+
+class Var(Expr):
+    __slots__ = ("name", "type")
+
+    def __init__(self, name: str, type: Type):
+        self.name = name
+        self.type = type
+
+    def __repr__(self) -> str:
+        return f"Var({self.name}: {self.type})"
+
+
+class Constant(Expr):
+    __slots__ = ("data", "type")
+
+    def __init__(self, data):
+        data = np.asarray(data)
+        self.data = data
+        self.type = TensorType(data.shape, str(data.dtype))
+
+    def __repr__(self) -> str:
+        return f"Constant({self.data!r})"
+
+
+class Call(Expr):
+    """An op applied to arguments; build through `ir.make_call` so attrs and type are checked."""
+
+    __slots__ = ("op", "args", "attrs", "type")
+
+    def __init__(self, op: str, args: tuple[Expr, ...], attrs: dict, type: Type):
+        self.op = op
+        self.args = tuple(args)
+        self.attrs = attrs
+        self.type = type
+
+    def __repr__(self) -> str:
+        return f"Call({self.op}, {self.args}, {self.attrs})"
+
+
+class Tuple(Expr):
+    __slots__ = ("fields", "type")
+
+    def __init__(self, fields):
+        self.fields = tuple(fields)
+        self.type = TupleType(tuple(f.type for f in self.fields))
+
+
+class TupleGetItem(Expr):
+    __slots__ = ("tuple_value", "index", "type")
+
+    def __init__(self, tuple_value: Expr, index: int):
+        t = tuple_value.type
+        if not isinstance(t, TupleType):
+            raise IRError(f"TupleGetItem: indexing a value of type {t}, which is not a tuple")
+        if not -len(t.fields) <= index < len(t.fields):
+            raise IRError(f"TupleGetItem: index {index} out of range for a tuple of {len(t.fields)} fields")
+        self.tuple_value = tuple_value
+        self.index = index % len(t.fields)
+        self.type = t.fields[self.index]
+
+
+@dataclass
+class Binding:
+    var: Var
+    value: Expr
+
+
+@dataclass
+class Block:
+    """A binding block; tracegrad functions have exactly one, and it is a dataflow block."""
+
+    bindings: list[Binding]
+    is_dataflow: bool = True
+
+
+@dataclass
+class Function:
+    params: list[Var]
+    blocks: list[Block]
+    body: Expr
+    attrs: dict = field(default_factory=dict)
+
+    @property
+    def ret_type(self) -> Type:
+        return self.body.type
+
+    @property
+    def bindings(self) -> list[Binding]:
+        """The bindings of the single dataflow block (IRError if there is not exactly one)."""
+        if len(self.blocks) != 1 or not self.blocks[0].is_dataflow:
+            kinds = [("dataflow" if b.is_dataflow else "plain") for b in self.blocks]
+            raise IRError(f"function must have exactly one dataflow block, found {len(self.blocks)} {kinds}")
+        return self.blocks[0].bindings
+
+
+class IRModule(Mapping):
+    """An immutable mapping from function names to Functions."""
+
+    def __init__(self, functions: Mapping[str, Function] | None = None):
+        self._functions = dict(functions or {})
+
+    def __getitem__(self, name: str) -> Function:
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise KeyError(f"no function named {name!r} in the module (it has {list(self._functions)})") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._functions)
+
+    def __len__(self) -> int:
+        return len(self._functions)
+
+    def with_function(self, name: str, fn: Function) -> IRModule:
+        return IRModule({**self._functions, name: fn})
+
+    def __str__(self) -> str:
+        from .printer import print_module
+
+        return print_module(self)
+
+    __repr__ = __str__
+
+
+def free_vars(expr: Expr) -> Iterator[Var]:
+    """The vars an expression reads directly."""
+    if isinstance(expr, Var):
+        yield expr
+    elif isinstance(expr, Call):
+        for a in expr.args:
+            yield from free_vars(a)
+    elif isinstance(expr, Tuple):
+        for f in expr.fields:
+            yield from free_vars(f)
+    elif isinstance(expr, TupleGetItem):
+        yield from free_vars(expr.tuple_value)
+
+
+def substitute(expr: Expr, mapping: Mapping[Var, Expr]) -> Expr:
+    """A copy of expr with vars replaced; types are kept (mapping must preserve types)."""
+    if isinstance(expr, Var):
+        return mapping.get(expr, expr)
+    if isinstance(expr, Call):
+        return Call(expr.op, tuple(substitute(a, mapping) for a in expr.args), expr.attrs, expr.type)
+    if isinstance(expr, Tuple):
+        return Tuple(substitute(f, mapping) for f in expr.fields)
+    if isinstance(expr, TupleGetItem):
+        return TupleGetItem(substitute(expr.tuple_value, mapping), expr.index)
+    return expr

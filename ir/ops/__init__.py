@@ -1,0 +1,5 @@
+"""Op families; importing this package registers every op."""
+from . import elementwise, markers  # noqa: F401
+from .registry import OPS, REQUIRED, Attr, Op, declare, get_op, make_call
+
+__all__ = ["OPS", "REQUIRED", "Attr", "Op", "declare", "get_op", "make_call"]

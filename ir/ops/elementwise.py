@@ -1,0 +1,122 @@
+"""Elementwise ops: arithmetic, unary math, activations, comparisons, where, astype."""
+from __future__ import annotations
+
+import math
+
+from ..types import TensorType
+from .common import broadcast_shape, require_float, same_dtype
+from .registry import Attr, declare, tensor_arg
+from .special import erf
+
+# ---------------------------------------------------------------- binary arithmetic
+
+
+def _infer_binary(op, types):
+    return TensorType(broadcast_shape(op, types), same_dtype(op, types))
+
+
+def _binary(name, fn):
+    declare(name, ("x1", "x2"), infer=_infer_binary, kernel=lambda xp, a, b: fn(xp, a, b))
+
+
+def _divide(xp, a, b):
+    if a.dtype.kind in "iub":  # integer division truncates toward zero in Relax; keep the dtype
+        return xp.trunc(a / b).astype(a.dtype)
+    return a / b
+
+
+def _power(xp, a, b):
+    return xp.power(a, b)
+
+
+_binary("add", lambda xp, a, b: a + b)
+_binary("subtract", lambda xp, a, b: a - b)
+_binary("multiply", lambda xp, a, b: a * b)
+_binary("divide", _divide)
+_binary("power", _power)
+_binary("maximum", lambda xp, a, b: xp.maximum(a, b))
+_binary("minimum", lambda xp, a, b: xp.minimum(a, b))
+
+# ---------------------------------------------------------------- unary
+
+
+def _infer_same(op, types):
+    return tensor_arg(op, types, 0)
+
+
+def _infer_float_unary(op, types):
+    t = tensor_arg(op, types, 0)
+    require_float(op, t)
+    return t
+
+
+def _unary(name, fn, float_only=True):
+    declare(name, ("x",), infer=_infer_float_unary if float_only else _infer_same,
+            kernel=lambda xp, x: fn(xp, x))
+
+
+def _sigmoid(xp, x):
+    # 0.5 * (1 + tanh(x / 2)) never overflows, unlike 1 / (1 + exp(-x)).
+    return (0.5 * (1.0 + xp.tanh(0.5 * x))).astype(x.dtype, copy=False)
+
+
+def _gelu(xp, x, approximate):
+    if approximate == "tanh":
+        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)
+        return (0.5 * x * (1.0 + xp.tanh(inner))).astype(x.dtype, copy=False)
+    return (0.5 * x * (1.0 + erf(xp, x * (1.0 / math.sqrt(2.0))))).astype(x.dtype, copy=False)
+
+
+def _infer_gelu(op, types, approximate):
+    if approximate not in ("none", "tanh"):
+        raise op.error(f'approximate must be "none" or "tanh", got {approximate!r}')
+    return _infer_float_unary(op, types)
+
+
+_unary("negative", lambda xp, x: -x, float_only=False)
+_unary("abs", lambda xp, x: xp.abs(x), float_only=False)
+_unary("exp", lambda xp, x: xp.exp(x))
+_unary("log", lambda xp, x: xp.log(x))
+_unary("sqrt", lambda xp, x: xp.sqrt(x))
+_unary("rsqrt", lambda xp, x: (1.0 / xp.sqrt(x)).astype(x.dtype, copy=False))
+_unary("sin", lambda xp, x: xp.sin(x))
+_unary("cos", lambda xp, x: xp.cos(x))
+_unary("tanh", lambda xp, x: xp.tanh(x))
+_unary("sigmoid", _sigmoid)
+_unary("nn.relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), float_only=False)
+_unary("nn.silu", lambda xp, x: x * _sigmoid(xp, x))
+declare("nn.gelu", ("x",), (Attr("approximate", "str", "none"),), infer=_infer_gelu, kernel=_gelu)
+
+# ---------------------------------------------------------------- comparisons, where, astype
+
+
+def _infer_compare(op, types):
+    same_dtype(op, types)
+    return TensorType(broadcast_shape(op, types), "bool")
+
+
+for _name, _fn in [("less", "less"), ("less_equal", "less_equal"), ("greater", "greater"),
+                   ("greater_equal", "greater_equal"), ("equal", "equal"), ("not_equal", "not_equal")]:
+    declare(_name, ("x1", "x2"), infer=_infer_compare, differentiable=False,
+            kernel=lambda xp, a, b, _fn=_fn: getattr(xp, _fn)(a, b))
+
+
+def _infer_where(op, types):
+    cond = tensor_arg(op, types, 0)
+    if cond.dtype != "bool":
+        raise op.error(f"argument condition must be bool, got {cond.dtype}")
+    if types[1].dtype != types[2].dtype:
+        raise op.error(f"arguments x1 ({types[1].dtype}) and x2 ({types[2].dtype}) must share one dtype")
+    dtype = types[1].dtype
+    return TensorType(broadcast_shape(op, types), dtype)
+
+
+declare("where", ("condition", "x1", "x2"), infer=_infer_where, kernel=lambda xp, c, a, b: xp.where(c, a, b))
+
+
+def _infer_astype(op, types, dtype):
+    return TensorType(tensor_arg(op, types, 0).shape, dtype)
+
+
+declare("astype", ("x",), (Attr("dtype", "dtype"),), infer=_infer_astype,
+        kernel=lambda xp, x, dtype: x.astype(dtype))

@@ -1,0 +1,147 @@
+"""The op registry: each op is declared once with its inputs, attributes, inference and kernel.
+
+A kernel is written once against an array module `xp` (numpy or cupy): `kernel(xp, *arrays,
+**attrs)`. Inference maps argument types and normalized attributes to the result type and raises
+IRError naming the op, the argument and the shapes when the arguments do not fit.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..nodes import Call, Constant, Expr, Tuple
+from ..types import IRError, TensorType, TupleType, Type, check_dtype
+
+REQUIRED = object()
+
+# Attribute kinds and how a value of each kind is normalized.
+ATTR_KINDS = ("int", "float", "bool", "str", "dtype", "shape", "ints", "axes", "opt_int", "seed")
+
+
+@dataclass(frozen=True)
+class Attr:
+    name: str
+    kind: str
+    default: Any = REQUIRED
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    inputs: tuple[str, ...]
+    attrs: tuple[Attr, ...]
+    infer: Callable[..., Type]
+    kernel: Callable[..., Any]
+    differentiable: bool = True
+    doc: str = ""
+
+    def error(self, message: str) -> IRError:
+        return IRError(f"{self.name}: {message}")
+
+    @property
+    def tuple_input(self) -> bool:
+        """True when the op takes one tuple of tensors (concat, stack)."""
+        return len(self.inputs) == 1 and self.inputs[0].startswith("*")
+
+
+OPS: dict[str, Op] = {}
+
+
+def declare(name: str, inputs=("x",), attrs=(), *, infer, kernel, differentiable=True, doc="") -> Op:
+    """Register an op; every op of tracegrad goes through here exactly once."""
+    if name in OPS:
+        raise IRError(f"op {name!r} declared twice")
+    for a in attrs:
+        assert a.kind in ATTR_KINDS, (name, a)
+    op = Op(name, tuple(inputs), tuple(attrs), infer, kernel, differentiable, doc)
+    OPS[name] = op
+    return op
+
+
+def get_op(name: str) -> Op:
+    try:
+        return OPS[name]
+    except KeyError:
+        raise IRError(f"unknown op {name!r}") from None
+
+
+def normalize_attr(op: Op, attr: Attr, value: Any) -> Any:
+    kind = attr.kind
+    try:
+        if kind == "int":
+            if isinstance(value, bool):
+                raise TypeError
+            return int(value)
+        if kind == "float":
+            return float(value)
+        if kind == "bool":
+            if not isinstance(value, bool):
+                raise TypeError
+            return value
+        if kind == "str":
+            if not isinstance(value, str):
+                raise TypeError
+            return value
+        if kind == "dtype":
+            return check_dtype(value, f"{op.name}: attribute {attr.name}")
+        if kind in ("shape", "ints"):
+            if isinstance(value, int):
+                value = (value,)
+            return tuple(int(v) for v in value)
+        if kind == "axes":
+            if value is None:
+                return None
+            if isinstance(value, int):
+                return (int(value),)
+            return tuple(int(v) for v in value)
+        if kind == "opt_int":
+            return None if value is None else int(value)
+        if kind == "seed":
+            return value
+    except (TypeError, ValueError):
+        pass
+    raise TypeError(f"{op.name}: attribute {attr.name} expects {kind}, got {value!r}")
+
+
+def normalize_attrs(op: Op, attrs: dict) -> dict:
+    unknown = set(attrs) - {a.name for a in op.attrs}
+    if unknown:
+        raise TypeError(f"{op.name}: unknown attribute(s) {sorted(unknown)}; it takes {[a.name for a in op.attrs]}")
+    out = {}
+    for a in op.attrs:
+        if a.name in attrs:
+            out[a.name] = normalize_attr(op, a, attrs[a.name])
+        elif a.default is REQUIRED:
+            raise TypeError(f"{op.name}: missing attribute {a.name}")
+        else:
+            out[a.name] = a.default
+    return out
+
+
+def make_call(name: str, args, attrs: dict | None = None) -> Call:
+    """Build a Call with normalized attributes and its inferred type."""
+    op = get_op(name)
+    args = tuple(args)
+    if op.tuple_input:
+        if len(args) != 1 or not isinstance(args[0].type, TupleType):
+            raise op.error(f"expects one tuple of tensors as argument {op.inputs[0][1:]}")
+    elif len(args) != len(op.inputs):
+        raise op.error(f"expects {len(op.inputs)} argument(s) {op.inputs}, got {len(args)}")
+    for arg in args:
+        if not isinstance(arg, Expr):
+            raise TypeError(f"{op.name}: argument {arg!r} is not an IR expression")
+    attrs = normalize_attrs(op, dict(attrs or {}))
+    arg_types = list(args[0].type.fields) if op.tuple_input else [a.type for a in args]
+    return Call(name, args, attrs, op.infer(op, arg_types, **attrs))
+
+
+def tensor_arg(op: Op, types: list[Type], i: int) -> TensorType:
+    t = types[i]
+    if not isinstance(t, TensorType):
+        raise op.error(f"argument {op.inputs[min(i, len(op.inputs) - 1)]} must be a tensor, got {t}")
+    return t
+
+
+def tuple_of(args) -> Tuple:
+    return Tuple(a if isinstance(a, Expr) else Constant(a) for a in args)

@@ -1,0 +1,140 @@
+"""TVMScript text of a module, as Relax prints it; names are assigned here, deterministically."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .nodes import Block, Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
+from .ops.registry import get_op
+from .types import TensorType, TupleType, Type
+
+INDENT = "    "
+
+
+def print_module(mod: IRModule) -> str:
+    lines = ["# from tvm.script import ir as I", "# from tvm.script import relax as R", "",
+             "@I.ir_module", "class Module:"]
+    for i, (name, fn) in enumerate(mod.items()):
+        if i:
+            lines.append("")
+        lines.extend(INDENT + line for line in print_function(fn, name).splitlines())
+    return "\n".join(lines) + "\n"
+
+
+def print_type(t: Type) -> str:
+    return str(t)
+
+
+class _Namer:
+    def __init__(self):
+        self.names: dict[Var, str] = {}
+        self.used: set[str] = set()
+        self.counters: dict[str, int] = {}
+
+    def bind(self, var: Var) -> str:
+        hint = var.name if var.name.isidentifier() and var.name not in ("R", "I", "T") else "v"
+        name, n = hint, self.counters.get(hint, 0)
+        if n or name in self.used:
+            while True:
+                n += 1
+                name = f"{hint}{n}"
+                if name not in self.used:
+                    break
+        self.counters[hint] = n
+        self.used.add(name)
+        self.names[var] = name
+        return name
+
+    def __getitem__(self, var: Var) -> str:
+        try:
+            return self.names[var]
+        except KeyError:
+            return f"<undefined {var.name}>"
+
+
+def print_function(fn: Function, name: str) -> str:
+    namer = _Namer()
+    params = ", ".join(f"{namer.bind(p)}: {print_type(p.type)}" for p in fn.params)
+    out = ["@R.function", f"def {name}({params}) -> {print_type(fn.ret_type)}:"]
+    bound: set[Var] = set()
+    for block in fn.blocks:
+        out.extend(INDENT + line for line in _print_block(block, namer, fn.body))
+        bound.update(b.var for b in block.bindings)
+    out.append(f"{INDENT}return {print_expr(fn.body, namer)}")
+    return "\n".join(out)
+
+
+def _print_block(block: Block, namer: _Namer, body: Expr) -> list[str]:
+    lines = []
+    for b in block.bindings:
+        value = print_expr(b.value, namer)
+        lines.append(f"{namer.bind(b.var)}: {print_type(b.var.type)} = {value}")
+    if not block.is_dataflow:
+        return lines
+    from .nodes import free_vars
+
+    mine = {b.var for b in block.bindings}
+    outputs = list(dict.fromkeys(v for v in free_vars(body) if v in mine))
+    lines.append(f"R.output({', '.join(namer[v] for v in outputs)})")
+    return ["with R.dataflow():"] + [INDENT + line for line in lines]
+
+
+def print_expr(e: Expr, namer) -> str:
+    if isinstance(e, Var):
+        return namer[e]
+    if isinstance(e, Constant):
+        return print_const(e)
+    if isinstance(e, Tuple):
+        inner = ", ".join(print_expr(f, namer) for f in e.fields)
+        return f"({inner},)" if len(e.fields) == 1 else f"({inner})"
+    if isinstance(e, TupleGetItem):
+        return f"{print_expr(e.tuple_value, namer)}[{e.index}]"
+    if isinstance(e, Call):
+        op = get_op(e.op)
+        parts = [print_expr(a, namer) for a in e.args]
+        parts += [f"{a.name}={print_attr(a.kind, e.attrs[a.name])}" for a in op.attrs]
+        return f"R.{e.op}({', '.join(parts)})"
+    raise TypeError(f"cannot print {e!r}")
+
+
+def print_attr(kind: str, value) -> str:
+    if value is None:
+        return "None"
+    if kind == "shape":
+        return f"R.shape({list(value)})"
+    if kind in ("ints", "axes"):
+        return str(list(value))
+    if kind in ("str", "dtype"):
+        return f'"{value}"'
+    if kind == "float":
+        return _float(value)
+    return repr(value)
+
+
+def _float(v: float) -> str:
+    if math.isnan(v):
+        return 'float("nan")'
+    if math.isinf(v):
+        return 'float("inf")' if v > 0 else '-float("inf")'
+    return repr(float(v))
+
+
+def print_const(c: Constant) -> str:
+    data = c.data
+    if data.ndim == 0:
+        v = data.item()
+        text = _float(v) if isinstance(v, float) else repr(v)
+    else:
+        text = _nested(data)
+    return f'R.const({text}, "{data.dtype}")'
+
+
+def _nested(a: np.ndarray) -> str:
+    if a.ndim == 0:
+        v = a.item()
+        return _float(v) if isinstance(v, float) else repr(v)
+    return "[" + ", ".join(_nested(x) for x in a) + "]"
+
+
+__all__ = ["print_module", "print_function", "print_type", "TensorType", "TupleType"]

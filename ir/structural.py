@@ -1,0 +1,2 @@
+"""placeholder until written"""
+def structural_equal(a, b): raise NotImplementedError

@@ -1,0 +1,1 @@
+"""Passes over IR modules: `pass(mod) -> mod`."""

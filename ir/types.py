@@ -1,0 +1,67 @@
+"""Types of IR values: tensors with static shapes, and tuples of them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+DTYPES = ("float16", "float32", "float64", "int32", "int64", "bool")
+FLOAT_DTYPES = ("float16", "float32", "float64")
+
+
+class IRError(ValueError):
+    """Malformed IR, or an op applied to arguments it does not accept."""
+
+
+def check_dtype(dtype: str, where: str = "dtype") -> str:
+    dtype = str(np.dtype(dtype)) if not isinstance(dtype, str) else dtype
+    if dtype not in DTYPES:
+        raise TypeError(f"{where}: unsupported dtype {dtype!r}; tracegrad supports {', '.join(DTYPES)}")
+    return dtype
+
+
+@dataclass(frozen=True)
+class TensorType:
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        shape = tuple(int(d) for d in self.shape)
+        if any(d < 0 for d in shape):
+            raise IRError(f"TensorType: negative dimension in shape {shape}")
+        object.__setattr__(self, "shape", shape)
+        check_dtype(self.dtype, "TensorType")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype in FLOAT_DTYPES
+
+    def __str__(self) -> str:
+        return f'R.Tensor({shape_str(self.shape)}, dtype="{self.dtype}")'
+
+
+@dataclass(frozen=True)
+class TupleType:
+    fields: tuple[Type, ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "fields", tuple(self.fields))
+
+    def __str__(self) -> str:
+        return "R.Tuple(" + ", ".join(str(f) for f in self.fields) + ")"
+
+
+Type = TensorType | TupleType
+
+
+def shape_str(shape: tuple[int, ...]) -> str:
+    """Python's own tuple spelling, as TVMScript writes shapes: (), (3,), (3, 4)."""
+    return str(tuple(shape))

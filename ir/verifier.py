@@ -1,0 +1,2 @@
+"""placeholder until written"""
+def verify(mod): raise NotImplementedError

@@ -1,0 +1,59 @@
+import numpy as np
+
+import tracer as T
+from tests.cases import OpCase, rand
+
+_erf = np.vectorize(__import__("math").erf)
+
+
+def _gelu(x):
+    return 0.5 * x * (1 + _erf(x / np.sqrt(2)))
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+pos = rand(3, 4, low=0.5, high=2.0)
+CASES = [
+    OpCase("add_broadcast_rhs", T.add, np.add, [rand(3, 4), rand(4, seed=1)], ("add",)),
+    OpCase("add_broadcast_both", lambda a, b: a + b, np.add, [rand(3, 1), rand(1, 4, seed=1)], ("add",)),
+    OpCase("add_scalar_0d", lambda a, b: a + b, np.add, [rand(), rand(2, 3, seed=2)], ("add",)),
+    OpCase("subtract", lambda a, b: a - b, np.subtract, [rand(2, 3), rand(3, seed=1)], ("subtract",)),
+    OpCase("multiply", lambda a, b: a * b, np.multiply, [rand(2, 1, 3), rand(4, 1, seed=1)], ("multiply",)),
+    OpCase("divide", lambda a, b: a / b, np.divide, [rand(2, 3), pos[:1, :3]], ("divide",)),
+    OpCase("power", T.power, np.power, [pos, rand(3, 4, seed=3)], ("power",)),
+    OpCase("pow_scalar", lambda a: a ** 2.0, lambda a: a ** np.float32(2.0), [rand(5)], ("power",)),
+    OpCase("maximum", T.maximum, np.maximum, [rand(3, 4), rand(4, seed=1)], ("maximum",)),
+    OpCase("minimum", T.minimum, np.minimum, [rand(3, 4), rand(3, 1, seed=1)], ("minimum",)),
+    OpCase("negative", lambda a: -a, np.negative, [rand(2, 3)], ("negative",)),
+    OpCase("exp", T.exp, np.exp, [rand(2, 3)], ("exp",)),
+    OpCase("log", T.log, np.log, [pos], ("log",)),
+    OpCase("sqrt", T.sqrt, np.sqrt, [pos], ("sqrt",)),
+    OpCase("rsqrt", T.rsqrt, lambda a: 1 / np.sqrt(a), [pos], ("rsqrt",)),
+    OpCase("abs", T.abs, np.abs, [rand(7)], ("abs",)),
+    OpCase("sin", T.sin, np.sin, [rand(2, 2)], ("sin",)),
+    OpCase("cos", T.cos, np.cos, [rand(2, 2)], ("cos",)),
+    OpCase("tanh", T.tanh, np.tanh, [rand(3, 2)], ("tanh",)),
+    OpCase("sigmoid", T.sigmoid, _sigmoid, [rand(3, 2, low=-5, high=5)], ("sigmoid",)),
+    OpCase("relu", T.relu, lambda a: np.maximum(a, 0), [rand(4, 3)], ("nn.relu",)),
+    OpCase("silu", T.silu, lambda a: a * _sigmoid(a), [rand(4, 3)], ("nn.silu",)),
+    OpCase("gelu", T.gelu, _gelu, [rand(4, 3, low=-4, high=4)], ("nn.gelu",)),
+    OpCase("gelu_tanh", lambda a: T.gelu(a, approximate="tanh"), _gelu_tanh, [rand(4, 3)], ("nn.gelu",)),
+    OpCase("where", T.where, np.where, [rand(3, 4, dtype="bool"), rand(3, 4), rand(4, seed=1)], ("where",)),
+    OpCase("where_cond_broadcast", lambda c, a, b: T.where(c, a, b), np.where,
+           [rand(4, dtype="bool"), rand(3, 1), rand(3, 4, seed=1)], ("where",)),
+    OpCase("astype_f16", lambda a: T.astype(a, "float16"), lambda a: a.astype("float16"), [rand(3)], ("astype",),
+           rtol=1e-3, atol=1e-3),
+    OpCase("astype_int", lambda a: T.astype(a * 10, "int32"), lambda a: (a * np.float32(10)).astype("int32"),
+           [rand(3)], ("astype", "multiply"), grad=False),
+]
+for _op, _np in [("less", np.less), ("less_equal", np.less_equal), ("greater", np.greater),
+                 ("greater_equal", np.greater_equal), ("equal", np.equal), ("not_equal", np.not_equal)]:
+    CASES.append(OpCase(_op, getattr(T, _op), _np, [rand(3, 4), rand(4, seed=1)], (_op,), grad=False))
+CASES.append(OpCase("equal_ties", T.equal, np.equal, [np.array([1, 2, 3], "int64"), np.array([1, 0, 3], "int64")],
+                    ("equal",), grad=False))

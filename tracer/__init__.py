@@ -1,0 +1,35 @@
+"""Eager tensors with a PyTorch-like API, and tracing into tracegrad's IR."""
+from . import math as _math
+from .math import (abs, add, astype, cos, divide, equal, exp, gelu, greater, greater_equal, less, less_equal, log,
+                   maximum, minimum, multiply, negative, not_equal, power, relu, rsqrt, sigmoid, silu, sin, sqrt,
+                   stop_gradient, subtract, tanh, where)
+from .tensor import Tensor, TraceError
+from .trace import Spec, Traced, checkpoint, spec, trace, trace_function, unflatten_output
+
+
+import numpy as np  # noqa: E402
+
+
+def tensor(data, dtype=None) -> Tensor:
+    """A concrete tensor: Python floats become float32, NumPy arrays keep their dtype.
+
+    >>> tensor([1.0, 2.0]).dtype, tensor(np.zeros(2)).dtype
+    ('float32', 'float64')
+    """
+    return Tensor(data, dtype)
+
+
+def _install_methods():
+    for table in (_math.OPERATORS, _math.METHODS):
+        for name, fn in table.items():
+            setattr(Tensor, name, fn)
+
+
+_install_methods()
+
+__all__ = [
+    "Spec", "Tensor", "TraceError", "Traced", "abs", "add", "astype", "checkpoint", "cos", "divide", "equal",
+    "exp", "gelu", "greater", "greater_equal", "less", "less_equal", "log", "maximum", "minimum", "multiply",
+    "negative", "not_equal", "power", "relu", "rsqrt", "sigmoid", "silu", "sin", "spec", "sqrt", "stop_gradient",
+    "subtract", "tanh", "tensor", "trace", "trace_function", "unflatten_output", "where",
+]

@@ -1,0 +1,221 @@
+"""The Tensor: concrete outside a trace, symbolic (shape and dtype only) inside one.
+
+Every op goes through `apply`, which checks arguments with the op's inference, then either runs the
+op's kernel at once or appends a binding to the active trace.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+import ir
+from ir import Constant, Expr, TensorType, Var, make_call
+from ir.ops import get_op
+
+
+class TraceError(RuntimeError):
+    """A traced value was used where a concrete one is needed (Python control flow, item(), numpy())."""
+
+
+_state = threading.local()
+
+
+def active_trace():
+    stack = getattr(_state, "stack", None)
+    return stack[-1] if stack else None
+
+
+def push_trace(ctx) -> None:
+    if not hasattr(_state, "stack"):
+        _state.stack = []
+    _state.stack.append(ctx)
+
+
+def pop_trace() -> None:
+    _state.stack.pop()
+
+
+def array_module_of(a):
+    return np if isinstance(a, np.ndarray) else _cupy_module(a)
+
+
+def _cupy_module(a):
+    import cupy  # only reached for arrays that are not NumPy's
+
+    return cupy
+
+
+def _as_array(value, dtype=None):
+    if type(value).__module__.startswith("cupy"):
+        return value if dtype is None else value.astype(dtype)
+    if dtype is None and not isinstance(value, np.ndarray):
+        probe = np.asarray(value)
+        if probe.dtype == np.float64:  # Python floats default to float32, as in PyTorch
+            dtype = "float32"
+        elif probe.dtype.kind in "iu" and probe.dtype != np.int32:
+            dtype = "int64"
+        value = probe
+    arr = np.asarray(value, dtype=dtype)
+    ir.types.check_dtype(str(arr.dtype), "tensor")
+    return arr
+
+
+class Tensor:
+    """A tensor with a PyTorch-like API.
+
+    >>> import tracer
+    >>> x = tracer.tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> (x * 2 + 1).sum().item()
+    24.0
+    >>> x.shape, x.dtype
+    ((2, 2), 'float32')
+    """
+
+    __slots__ = ("_data", "_var", "_trace", "_name", "_in_trace", "_fresh_seed", "__weakref__")
+    __array_ufunc__ = None  # numpy defers to our reflected operators: ndarray * Tensor -> Tensor
+
+    def __init__(self, data=None, dtype=None, *, _var: Var | None = None, _trace=None, name: str = ""):
+        if _var is not None:
+            self._data, self._var, self._trace = None, _var, _trace
+        else:
+            self._data = _as_array(data._data if isinstance(data, Tensor) else data, dtype)
+            self._var, self._trace = None, None
+        self._name = name
+        ctx = active_trace()
+        self._in_trace = ctx is not None and _var is None  # made inside a trace: a constant of it
+        self._fresh_seed = False
+
+    # ------------------------------------------------------------ basic properties
+    @property
+    def is_traced(self) -> bool:
+        return self._var is not None
+
+    @property
+    def type(self) -> TensorType:
+        if self._var is not None:
+            return self._var.type
+        return TensorType(self._data.shape, str(self._data.dtype))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._var.type.shape if self._var is not None else tuple(self._data.shape)
+
+    @property
+    def dtype(self) -> str:
+        return self._var.type.dtype if self._var is not None else str(self._data.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    # ------------------------------------------------------------ leaving the tensor world
+    def _concrete(self, what: str):
+        if self._var is not None:
+            raise TraceError(
+                f"{what} of a traced value ({self._var.type}) inside a trace: its value is unknown while "
+                "tracing. Compute it outside the traced function, or use tracer.where(cond, a, b) instead "
+                "of Python control flow.")
+        return self._data
+
+    def numpy(self) -> np.ndarray:
+        data = self._concrete("numpy()")
+        return data if isinstance(data, np.ndarray) else data.get()
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self):
+        data = self._concrete("item()")
+        if data.size != 1:
+            raise ValueError(f"item() needs a tensor of one element, got shape {self.shape}")
+        return data.reshape(()).item()
+
+    def __bool__(self):
+        data = self._concrete("bool()")
+        if data.size != 1:
+            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous")
+        return bool(data.reshape(()))
+
+    def __float__(self):
+        return float(self._concrete("float()").reshape(()))
+
+    def __int__(self):
+        return int(self._concrete("int()").reshape(()))
+
+    def __index__(self):
+        if self.dtype not in ("int32", "int64"):
+            raise TypeError(f"only integer tensors can be used as an index, got {self.dtype}")
+        return int(self._concrete("use as a Python index").reshape(()))
+
+    def __iter__(self):
+        if self._var is not None:
+            self._concrete("iteration")
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __hash__(self):
+        return id(self)
+
+    def __repr__(self) -> str:
+        if self._var is not None:
+            return f"Tensor(traced {self._var.type})"
+        body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(")
+        return f'Tensor({body}, dtype="{self.dtype}")'
+
+
+# ---------------------------------------------------------------- dispatch
+
+def to_expr(value, ctx) -> Expr:
+    """The IR expression of a Tensor inside trace `ctx` (capturing outside tensors as parameters)."""
+    if value._var is not None:
+        if value._trace is not ctx:
+            raise TraceError(f"a traced value ({value._var.type}) escaped the trace that made it; "
+                             "return it from the traced function instead of storing it")
+        return value._var
+    if value._in_trace and not value._fresh_seed:
+        return Constant(value._data if isinstance(value._data, np.ndarray) else value._data.get())
+    return ctx.capture(value)
+
+
+def apply(op_name: str, inputs, **attrs):
+    """Run or record one op on Tensors; the result is a Tensor, or a tuple for tuple-valued ops."""
+    ctx = active_trace()
+    if ctx is None:
+        return _run_eager(op_name, inputs, attrs)
+    op = get_op(op_name)
+    if op.tuple_input:
+        args = [ir.Tuple([to_expr(t, ctx) for t in inputs[0]])]
+    else:
+        args = [to_expr(t, ctx) for t in inputs]
+    var = ctx.builder.emit(make_call(op_name, args, attrs))
+    if isinstance(var.type, ir.TupleType):
+        return tuple(Tensor(_var=ctx.builder.get_item(var, i), _trace=ctx) for i in range(len(var.type.fields)))
+    return Tensor(_var=var, _trace=ctx)
+
+
+def _run_eager(op_name, inputs, attrs):
+    op = get_op(op_name)
+    flat = list(inputs[0]) if op.tuple_input else list(inputs)
+    for t in flat:
+        if t._var is not None:
+            raise TraceError(f"{op_name}: a traced value ({t._var.type}) escaped the trace that made it")
+    fake = [Var("x", t.type) for t in flat]
+    call = make_call(op_name, [ir.Tuple(fake)] if op.tuple_input else fake, attrs)
+    arrays = [t._data for t in flat]
+    xp = array_module_of(arrays[0]) if arrays else np
+    out = op.kernel(xp, tuple(arrays), **call.attrs) if op.tuple_input else op.kernel(xp, *arrays, **call.attrs)
+    if isinstance(out, tuple):
+        return tuple(Tensor(o) for o in out)
+    return Tensor(out if type(out) is xp.ndarray else xp.asarray(out))

@@ -1,0 +1,217 @@
+"""Tracing: run a function on symbolic tensors and record its ops into an IRModule."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from dataclasses import dataclass
+
+import numpy as np
+
+import ir
+from ir import Binding, Builder, IRModule, TensorType, Var, free_vars, make_call, substitute
+
+from .tensor import Tensor, TraceError, pop_trace, push_trace
+
+
+@dataclass(frozen=True)
+class Spec:
+    """An abstract argument for `trace`: a shape and a dtype, no data."""
+
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+
+    @property
+    def type(self) -> TensorType:
+        return TensorType(tuple(self.shape), self.dtype)
+
+
+def spec(shape, dtype: str = "float32") -> Spec:
+    """An abstract argument: `trace(f, spec((3, 3)))`."""
+    return Spec(tuple(int(d) for d in shape), ir.types.check_dtype(dtype, "spec"))
+
+
+class TraceContext:
+    def __init__(self):
+        self.builder = Builder()
+        self.captured: dict[int, tuple[Tensor, Var]] = {}
+        self.regions: list[tuple[int, int]] = []
+        self._region_depth = 0
+        self._region_start = 0
+
+    def capture(self, t: Tensor) -> Var:
+        """An outside tensor used by the traced function becomes a parameter of it."""
+        hit = self.captured.get(id(t))
+        if hit is None:
+            name = "".join(c if c.isalnum() or c == "_" else "_" for c in (t._name or "w"))
+            hit = (t, Var(name if name[0].isalpha() else "w_" + name, t.type))
+            self.captured[id(t)] = hit
+        return hit[1]
+
+    # checkpoint regions: only the outermost counts, nested ones add nothing
+    def begin_region(self) -> None:
+        if self._region_depth == 0:
+            self._region_start = len(self.builder.bindings)
+        self._region_depth += 1
+
+    def end_region(self) -> None:
+        self._region_depth -= 1
+        if self._region_depth == 0 and len(self.builder.bindings) > self._region_start:
+            self.regions.append((self._region_start, len(self.builder.bindings)))
+
+
+@dataclass
+class Traced:
+    """What a trace produced: the module, the tensors it captured (parameters after the arguments'),
+    and how to rebuild the Python structure of the result."""
+
+    mod: IRModule
+    captured: list[Tensor]
+    out_tree: object
+
+
+def trace(fn, *args) -> IRModule:
+    """Trace `fn` on `args` (Tensors, arrays or specs) into a module whose function is "main".
+
+    >>> import tracer
+    >>> mod = tracer.trace(lambda x, y: (x + y).sum(), tracer.spec((3, 3)), tracer.spec((3, 3)))
+    >>> [p.name for p in mod["main"].params]
+    ['x', 'y']
+    """
+    return trace_function(fn, args).mod
+
+
+def _arg_names(fn, n: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return [names[i] if i < len(names) else f"arg{i}" for i in range(n)]
+
+
+def arg_type(a) -> TensorType | None:
+    if isinstance(a, Spec):
+        return a.type
+    if isinstance(a, Tensor):
+        return a.type
+    if isinstance(a, np.ndarray) or type(a).__module__.startswith("cupy"):
+        return TensorType(a.shape, ir.types.check_dtype(str(a.dtype), "trace argument"))
+    return None
+
+
+def trace_function(fn, args, names=None) -> Traced:
+    ctx = TraceContext()
+    names = names or _arg_names(fn, len(args))
+    params, sym_args = [], []
+    for name, a in zip(names, args, strict=True):
+        t = arg_type(a)
+        if t is None:  # Python values pass through unchanged (the trace specialises on them)
+            sym_args.append(a)
+            continue
+        var = Var(name, t)
+        params.append(var)
+        sym_args.append(Tensor(_var=var, _trace=ctx))
+    push_trace(ctx)
+    try:
+        out = fn(*sym_args)
+        body, tree = _flatten_output(out, ctx)
+    finally:
+        pop_trace()
+    bindings, body = _insert_checkpoint_markers(ctx.builder.bindings, ctx.regions, body)
+    captured = [t for t, _ in ctx.captured.values()]
+    all_params = params + [v for _, v in ctx.captured.values()]
+    fn_ir = ir.Function(all_params, [ir.Block(bindings)], body)
+    return Traced(IRModule({"main": fn_ir}), captured, tree)
+
+
+def _flatten_output(out, ctx):
+    from .tensor import to_expr
+
+    if isinstance(out, Tensor):
+        return to_expr(out, ctx), "tensor"
+    if isinstance(out, (tuple, list)):
+        parts = [_flatten_output(o, ctx) for o in out]
+        return ir.Tuple([p[0] for p in parts]), (type(out), [p[1] for p in parts])
+    raise TypeError(f"a traced function must return Tensors or tuples/lists of them, got {type(out).__name__}")
+
+
+def unflatten_output(tree, value):
+    if tree == "tensor":
+        return value
+    kind, subtrees = tree
+    return kind(unflatten_output(t, v) for t, v in zip(subtrees, value, strict=True))
+
+
+def _insert_checkpoint_markers(bindings, regions, body):
+    """Wrap each region's inputs in grad.start_checkpoint and its outputs in grad.end_checkpoint."""
+    if not regions:
+        return bindings, body
+    spans = []
+    for start, end in regions:
+        inside = {b.var for b in bindings[start:end]}
+        inputs = list(dict.fromkeys(
+            v for b in bindings[start:end] for v in free_vars(b.value) if v not in inside))
+        later = [v for b in bindings[end:] for v in free_vars(b.value)] + list(free_vars(body))
+        outputs = list(dict.fromkeys(v for v in later if v in inside))
+        spans.append((start, end, inputs, outputs))
+    out: list[Binding] = []
+    outer: dict[Var, Var] = {}
+    region = iter(spans)
+    current = next(region, None)
+    local: dict[Var, Var] = {}
+    for i, b in enumerate(bindings):
+        if current and i == current[0]:
+            local = {}
+            for v in current[2]:
+                src = outer.get(v, v)
+                marker = Var(v.name, v.type)
+                out.append(Binding(marker, make_call("grad.start_checkpoint", [src])))
+                local[v] = marker
+        inside = current is not None and current[0] <= i < current[1]
+        out.append(Binding(b.var, substitute(b.value, {**outer, **local} if inside else outer)))
+        if current and i == current[1] - 1:
+            for v in current[3]:
+                marker = Var(v.name, v.type)
+                out.append(Binding(marker, make_call("grad.end_checkpoint", [v])))
+                outer[v] = marker
+            current = next(region, None)
+    return out, substitute(body, outer)
+
+
+class checkpoint(contextlib.ContextDecorator):
+    """Mark a region whose values the backward pass recomputes instead of keeping.
+
+    `with tracer.checkpoint(): ...` or `tracer.checkpoint(block)(x)`; outside a trace it does nothing.
+    """
+
+    def __new__(cls, fn=None):
+        self = super().__new__(cls)
+        if fn is not None:
+            self._ctx = None
+            return functools.wraps(fn)(functools.partial(_run_checkpointed, fn))
+        return self
+
+    def __init__(self, fn=None):
+        self._ctx = None
+
+    def __enter__(self):
+        from .tensor import active_trace
+
+        self._ctx = active_trace()
+        if self._ctx is not None:
+            self._ctx.begin_region()
+        return self
+
+    def __exit__(self, *exc):
+        if self._ctx is not None:
+            self._ctx.end_region()
+        return False
+
+
+def _run_checkpointed(fn, *args, **kwargs):
+    with checkpoint():
+        return fn(*args, **kwargs)
+
+
+__all__ = ["Spec", "Traced", "TraceError", "checkpoint", "spec", "trace", "trace_function", "unflatten_output"]
