@@ -2,8 +2,20 @@
 from . import ops, transform
 from .builder import Builder, as_expr, const, rebuild_call
 from .executor import Executor, Stats
-from .nodes import (Binding, Block, Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var,
-                    free_vars, substitute)
+from .nodes import (
+                    Binding,
+                    Block,
+                    Call,
+                    Constant,
+                    Expr,
+                    Function,
+                    IRModule,
+                    Tuple,
+                    TupleGetItem,
+                    Var,
+                    free_vars,
+                    substitute,
+)
 from .ops import OPS, get_op, make_call
 from .parser import parse
 from .printer import print_function, print_module

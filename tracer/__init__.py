@@ -1,18 +1,50 @@
 """Eager tensors with a PyTorch-like API, and tracing into tracegrad's IR."""
+import numpy as np  # noqa: E402
+
 from . import math as _math
-from .math import (abs, add, astype, cos, divide, equal, exp, gelu, greater, greater_equal, less, less_equal, log,
-                   maximum, minimum, multiply, negative, not_equal, power, relu, rsqrt, sigmoid, silu, sin, sqrt,
-                   stop_gradient, subtract, tanh, where)
+from . import nn_functions as _nn_functions
+from . import shape as _shape
+from .math import (
+    abs,
+    add,
+    astype,
+    cos,
+    divide,
+    equal,
+    exp,
+    gelu,
+    greater,
+    greater_equal,
+    less,
+    less_equal,
+    log,
+    maximum,
+    minimum,
+    multiply,
+    negative,
+    not_equal,
+    power,
+    relu,
+    rsqrt,
+    sigmoid,
+    silu,
+    sin,
+    sqrt,
+    stop_gradient,
+    subtract,
+    tanh,
+    where,
+)
+from .nn_functions import *  # noqa: F401,F403  (each module lists its public names in __all__)
+from .shape import *  # noqa: F401,F403
 from .tensor import Tensor, TraceError
 from .trace import Spec, Traced, checkpoint, spec, trace, trace_function, unflatten_output
-
-
-import numpy as np  # noqa: E402
 
 
 def tensor(data, dtype=None) -> Tensor:
     """A concrete tensor: Python floats become float32, NumPy arrays keep their dtype.
 
+    >>> import numpy as np
     >>> tensor([1.0, 2.0]).dtype, tensor(np.zeros(2)).dtype
     ('float32', 'float64')
     """
@@ -20,14 +52,14 @@ def tensor(data, dtype=None) -> Tensor:
 
 
 def _install_methods():
-    for table in (_math.OPERATORS, _math.METHODS):
+    for table in (_math.OPERATORS, _math.METHODS, _shape.OPERATORS, _shape.METHODS, _nn_functions.METHODS):
         for name, fn in table.items():
             setattr(Tensor, name, fn)
 
 
 _install_methods()
 
-__all__ = [
+__all__ = _shape.__all__ + _nn_functions.__all__ + [
     "Spec", "Tensor", "TraceError", "Traced", "abs", "add", "astype", "checkpoint", "cos", "divide", "equal",
     "exp", "gelu", "greater", "greater_equal", "less", "less_equal", "log", "maximum", "minimum", "multiply",
     "negative", "not_equal", "power", "relu", "rsqrt", "sigmoid", "silu", "sin", "spec", "sqrt", "stop_gradient",

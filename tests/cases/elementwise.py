@@ -7,11 +7,11 @@ _erf = np.vectorize(__import__("math").erf)
 
 
 def _gelu(x):
-    return 0.5 * x * (1 + _erf(x / np.sqrt(2)))
+    return (0.5 * x * (1 + _erf(x / np.sqrt(2)))).astype(x.dtype)
 
 
 def _gelu_tanh(x):
-    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1 + np.tanh((2 / np.pi) ** 0.5 * (x + 0.044715 * x**3)))
 
 
 def _sigmoid(x):

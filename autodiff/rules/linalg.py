@@ -1,0 +1,2 @@
+"""VJP rules of the linalg family."""
+from .registry import register_vjp  # noqa: F401

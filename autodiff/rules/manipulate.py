@@ -1,0 +1,2 @@
+"""VJP rules of the manipulate family."""
+from .registry import register_vjp  # noqa: F401

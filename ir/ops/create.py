@@ -1,0 +1,1 @@
+"""Op family create (being written)."""

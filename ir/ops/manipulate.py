@@ -1,0 +1,1 @@
+"""Op family manipulate (being written)."""

@@ -1,0 +1,4 @@
+"""Tracer functions (being written)."""
+__all__ = []
+OPERATORS = {}
+METHODS = {}
