@@ -225,7 +225,8 @@ def _check_arg(xp, p: Var, a, fn_name: str):
     if isinstance(t, TupleType):
         if not isinstance(a, (tuple, list)) or len(a) != len(t.fields):
             raise TypeError(f"{fn_name}: argument {p.name} must be a tuple of {len(t.fields)} arrays")
-        return tuple(_check_arg(xp, Var(f"{p.name}[{i}]", f), v, fn_name) for i, (f, v) in enumerate(zip(t.fields, a, strict=True)))
+        fields = zip(t.fields, a, strict=True)
+        return tuple(_check_arg(xp, Var(f"{p.name}[{i}]", f), v, fn_name) for i, (f, v) in enumerate(fields))
     assert isinstance(t, TensorType)
     a = xp.asarray(a)
     if tuple(a.shape) != t.shape or str(a.dtype) != t.dtype:

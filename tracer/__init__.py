@@ -1,6 +1,4 @@
 """Eager tensors with a PyTorch-like API, and tracing into tracegrad's IR."""
-import numpy as np  # noqa: E402
-
 from . import math as _math
 from . import nn_functions as _nn_functions
 from . import shape as _shape
