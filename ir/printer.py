@@ -53,6 +53,17 @@ class _Namer:
             return f"<undefined {var.name}>"
 
 
+def assign_names(fn: Function) -> dict[Var, str]:
+    """The names the printer gives fn's params and bound vars."""
+    namer = _Namer()
+    for p in fn.params:
+        namer.bind(p)
+    for block in fn.blocks:
+        for b in block.bindings:
+            namer.bind(b.var)
+    return namer.names
+
+
 def print_function(fn: Function, name: str) -> str:
     namer = _Namer()
     params = ", ".join(f"{namer.bind(p)}: {print_type(p.type)}" for p in fn.params)
@@ -93,7 +104,11 @@ def print_expr(e: Expr, namer) -> str:
     if isinstance(e, Call):
         op = get_op(e.op)
         parts = [print_expr(a, namer) for a in e.args]
-        parts += [f"{a.name}={print_attr(a.kind, e.attrs[a.name])}" for a in op.attrs]
+        positional = True  # leading shape attributes are positional, as Relax writes R.reshape(x, R.shape([..]))
+        for a in op.attrs:
+            positional = positional and a.kind == "shape"
+            text = print_attr(a.kind, e.attrs[a.name])
+            parts.append(text if positional else f"{a.name}={text}")
         return f"R.{e.op}({', '.join(parts)})"
     raise TypeError(f"cannot print {e!r}")
 

@@ -1,2 +1,120 @@
-"""placeholder until written"""
-def verify(mod): raise NotImplementedError
+"""The verifier: checks that a module is well formed before passes or the executor rely on it.
+
+It checks SSA (every var defined once, before use), that each binding's type agrees with running
+inference again, that every function has exactly one dataflow block, and that arguments are atomic
+(vars, constants, tuples of them), which is what the executor and the passes expect.
+"""
+from __future__ import annotations
+
+from .nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
+from .ops.registry import make_call
+from .printer import print_expr
+from .structural import attrs_equal
+from .types import IRError, TensorType, TupleType
+
+
+def verify(mod: IRModule) -> None:
+    """Raise IRError naming the function and binding when `mod` is malformed; return None otherwise.
+
+    >>> import tracer
+    >>> verify(tracer.trace(lambda x: tracer.exp(x), tracer.spec((2,))))
+    """
+    if not isinstance(mod, IRModule):
+        raise TypeError(f"verify expects an ir.IRModule, got {type(mod).__name__}")
+    for name, fn in mod.items():
+        if not isinstance(fn, Function):
+            raise IRError(f"verify: {name} is a {type(fn).__name__}, not an ir.Function")
+        _FunctionChecker(name).check(fn)
+
+
+class _Names:
+    """Prints vars by their own name hints, for error messages."""
+
+    def __getitem__(self, var: Var) -> str:
+        return var.name
+
+
+def _text(e: Expr) -> str:
+    try:
+        return print_expr(e, _Names())
+    except Exception:  # an unknown op cannot be printed; the message still needs something readable
+        return repr(e)
+
+
+class _FunctionChecker:
+    def __init__(self, name: str):
+        self.name = name
+        self.defined: set[Var] = set()
+        self.where = ""
+
+    def fail(self, message: str) -> IRError:
+        return IRError(f"verify: function {self.name}{self.where}: {message}")
+
+    def check(self, fn: Function) -> None:
+        kinds = [("dataflow" if b.is_dataflow else "plain") for b in fn.blocks]
+        if kinds != ["dataflow"]:
+            raise self.fail(f"must have exactly one dataflow block, found {len(kinds)} {kinds}")
+        for p in fn.params:
+            if not isinstance(p, Var):
+                raise self.fail(f"parameter {p!r} is not a Var")
+            if p in self.defined:
+                raise self.fail(f"parameter {p.name} appears twice")
+            self.defined.add(p)
+        for i, b in enumerate(fn.blocks[0].bindings):
+            self.where = f", binding {i} ({b.var.name} = {_text(b.value)})"
+            self.binding(b.var, b.value)
+        self.where = f", return value ({_text(fn.body)})"
+        self.atom(fn.body, allow_item=True)
+
+    def binding(self, var: Var, value: Expr) -> None:
+        if not isinstance(var, Var):
+            raise self.fail(f"the bound target {var!r} is not a Var")
+        if isinstance(value, Call):
+            for a in value.args:
+                self.atom(a, allow_item=False)
+            try:
+                again = make_call(value.op, value.args, value.attrs)
+            except (IRError, TypeError) as e:
+                raise self.fail(f"inference rejects the call: {e}") from None
+            if again.type != value.type:
+                raise self.fail(f"the call carries type {value.type}, inference says {again.type}")
+            if not attrs_equal(again.attrs, value.attrs):
+                raise self.fail(f"attributes {value.attrs} are not normalized (expected {again.attrs}); "
+                                "build calls with ir.make_call")
+        elif isinstance(value, TupleGetItem):  # the executor indexes a var or tuple, not a nested item
+            self.item(value, allow_item=False)
+        else:
+            self.atom(value, allow_item=False)
+        if var.type != value.type:
+            raise self.fail(f"{var.name} is declared {var.type}, its value has type {value.type}")
+        if var in self.defined:
+            raise self.fail(f"{var.name} is bound twice (or is a parameter)")
+        self.defined.add(var)
+
+    def atom(self, e: Expr, allow_item: bool) -> None:
+        """Vars (defined), constants, tuples of these; tuple items where not a call's argument."""
+        if isinstance(e, Var):
+            if e not in self.defined:
+                raise self.fail(f"{e.name} is used but not defined before this point")
+        elif isinstance(e, Constant):
+            if e.type != TensorType(e.data.shape, str(e.data.dtype)):
+                raise self.fail(f"constant of type {e.type} holds data of shape {e.data.shape}, dtype {e.data.dtype}")
+        elif isinstance(e, Tuple):
+            for f in e.fields:
+                self.atom(f, allow_item)
+            if e.type != TupleType(tuple(f.type for f in e.fields)):
+                raise self.fail(f"tuple carries type {e.type}, its fields say {[str(f.type) for f in e.fields]}")
+        elif isinstance(e, TupleGetItem) and allow_item:
+            self.item(e, allow_item)
+        elif isinstance(e, Call | TupleGetItem):
+            raise self.fail(f"argument {_text(e)} is not atomic; bind it to a variable first")
+        else:
+            raise self.fail(f"{e!r} is not an IR expression")
+
+    def item(self, e: TupleGetItem, allow_item: bool) -> None:
+        self.atom(e.tuple_value, allow_item)
+        t = e.tuple_value.type
+        if not isinstance(t, TupleType) or not 0 <= e.index < len(t.fields):
+            raise self.fail(f"index {e.index} is out of range for a value of type {t}")
+        if e.type != t.fields[e.index]:
+            raise self.fail(f"tuple item carries type {e.type}, field {e.index} has type {t.fields[e.index]}")

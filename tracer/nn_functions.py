@@ -1,4 +1,156 @@
-"""Tracer functions (being written)."""
-__all__ = []
-OPERATORS = {}
-METHODS = {}
+"""Neural-network functions: softmax, layer_norm, conv2d, pooling, dropout and the losses.
+
+Arguments follow PyTorch (NCHW data, OIHW weights, int-or-tuple sizes); the IR ops take Relax's
+spelling (strides, 4-element padding top/left/bottom/right, pool_size, rate).
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .math import add, as_tensor
+from .tensor import Tensor, active_trace, apply
+
+__all__ = ["avg_pool2d", "conv2d", "cross_entropy_with_logits", "dropout", "layer_norm", "log_softmax",
+           "max_pool2d", "nll_loss", "softmax"]
+
+# seed=None dropout draws its seeds here; eager calls and every traced step get a fresh one
+_seed_rng = np.random.default_rng()
+
+
+def softmax(x, axis: int = -1) -> Tensor:
+    """exp(x) normalized to sum 1 along `axis`.
+
+    >>> import tracer
+    >>> tracer.softmax(tracer.tensor([0.0, 0.0])).numpy().tolist()
+    [0.5, 0.5]
+    """
+    return apply("nn.softmax", [as_tensor(x)], axis=_int(axis, "softmax", "axis"))
+
+
+def log_softmax(x, axis: int = -1) -> Tensor:
+    """log(softmax(x, axis)), computed without forming softmax (stable for large logits)."""
+    return apply("nn.log_softmax", [as_tensor(x)], axis=_int(axis, "log_softmax", "axis"))
+
+
+def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Normalize over the last axis to mean 0 and variance 1, then scale by weight and shift by bias."""
+    x = as_tensor(x)
+    if not x.ndim:
+        raise ValueError("layer_norm: x must have at least one dimension, got a 0-d tensor")
+    dim = x.shape[-1:]
+    # None stands for the identity affine: constants of ones and zeros keep the IR to one op
+    gamma = as_tensor(weight) if weight is not None else Tensor(np.ones(dim, dtype=x.dtype))
+    beta = as_tensor(bias) if bias is not None else Tensor(np.zeros(dim, dtype=x.dtype))
+    return apply("nn.layer_norm", [x, gamma, beta], axes=[-1], epsilon=float(eps))
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
+    """2-D cross-correlation of x (N, C, H, W) with weight (O, C/groups, kh, kw), as torch's conv2d.
+
+    padding: int, (pad_h, pad_w) or (top, left, bottom, right).
+    """
+    x, weight = as_tensor(x), as_tensor(weight)
+    out = apply("nn.conv2d", [x, weight], strides=_pair(stride, "conv2d", "stride"),
+                padding=_padding(padding, "conv2d"), dilation=_pair(dilation, "conv2d", "dilation"),
+                groups=_int(groups, "conv2d", "groups"))
+    if bias is None:
+        return out
+    bias = as_tensor(bias)
+    if bias.shape != (weight.shape[0],):
+        raise ValueError(f"conv2d: bias must have shape ({weight.shape[0]},) (one per output channel), "
+                         f"got {bias.shape}")
+    return add(out, apply("reshape", [bias], shape=(1, bias.shape[0], 1, 1)))
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1) -> Tensor:
+    """The maximum of each window (padding never wins: it is -inf)."""
+    return apply("nn.max_pool2d", [as_tensor(x)], **_pool_attrs("max_pool2d", kernel_size, stride, padding, dilation))
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0) -> Tensor:
+    """The mean of each window; padded zeros count in the divisor (PyTorch's count_include_pad=True)."""
+    return apply("nn.avg_pool2d", [as_tensor(x)], **_pool_attrs("avg_pool2d", kernel_size, stride, padding, 1))
+
+
+def dropout(x, p: float, *, seed=None, training: bool = True) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1 / (1 - p).
+
+    seed=None draws a fresh mask on every call (and every step of a traced, compiled function);
+    an int seed fixes the mask. Not training, or p == 0, returns x unchanged.
+
+    >>> import tracer
+    >>> x = tracer.ones((1000,))
+    >>> y = tracer.dropout(x, 0.5, seed=0)
+    >>> bool((y.numpy() == tracer.dropout(x, 0.5, seed=0).numpy()).all()), set(y.numpy().tolist())
+    (True, {0.0, 2.0})
+    """
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= float(p) < 1.0:
+        raise ValueError(f"dropout: p must be a probability in [0, 1), got {p!r}")
+    x = as_tensor(x)
+    if not training or float(p) == 0.0:
+        return x
+    if seed is None:
+        seed_tensor = Tensor(np.asarray(_seed_rng.integers(2**63 - 1), dtype="int64"), name="seed")
+        if active_trace() is not None:
+            seed_tensor._fresh_seed = True  # the tracer makes it a parameter that grad() redraws per call
+    elif isinstance(seed, Tensor):
+        seed_tensor = seed
+    else:
+        seed_tensor = Tensor(np.asarray(_int(seed, "dropout", "seed"), dtype="int64"))
+    return apply("nn.dropout", [x, seed_tensor], rate=float(p))
+
+
+def nll_loss(logp, targets, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
+    """Negative log-likelihood of integer targets under log-probabilities logp (N, C) or (C,).
+
+    reduction "mean" divides by the number of targets that are not ignore_index, as PyTorch.
+    """
+    targets = as_tensor(targets)
+    return apply("nn.nll_loss", [as_tensor(logp), targets], reduction=reduction,
+                 ignore_index=_int(ignore_index, "nll_loss", "ignore_index"))
+
+
+def cross_entropy_with_logits(logits, probs) -> Tensor:
+    """-sum(probs * log_softmax(logits, -1)), divided by the batch size logits.shape[0] when 2-d or more."""
+    return apply("nn.cross_entropy_with_logits", [log_softmax(logits, -1), as_tensor(probs)])
+
+
+# ---------------------------------------------------------------- argument normalization
+
+
+def _int(v, fn: str, name: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"{fn}: {name} must be an int, got {v!r}")
+    return int(v)
+
+
+def _pair(v, fn: str, name: str) -> tuple[int, int]:
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+        return (int(v), int(v))
+    if isinstance(v, (tuple, list)) and len(v) == 2:
+        return (_int(v[0], fn, name), _int(v[1], fn, name))
+    raise ValueError(f"{fn}: {name} must be an int or a pair of ints, got {v!r}")
+
+
+def _padding(v, fn: str) -> tuple[int, int, int, int]:
+    if isinstance(v, (tuple, list)) and len(v) == 4:
+        return tuple(_int(p, fn, "padding") for p in v)
+    try:
+        h, w = _pair(v, fn, "padding")
+    except ValueError:
+        raise ValueError(f"{fn}: padding must be an int, (pad_h, pad_w) or (top, left, bottom, right), "
+                         f"got {v!r}") from None
+    return (h, w, h, w)
+
+
+def _pool_attrs(fn, kernel_size, stride, padding, dilation) -> dict:
+    pool_size = _pair(kernel_size, fn, "kernel_size")
+    strides = pool_size if stride is None else _pair(stride, fn, "stride")
+    return dict(pool_size=pool_size, strides=strides, padding=_padding(padding, fn),
+                dilation=_pair(dilation, fn, "dilation"))
+
+
+OPERATORS: dict = {}
+METHODS = {"softmax": softmax, "log_softmax": log_softmax}

@@ -1,4 +1,229 @@
-"""Tracer functions (being written)."""
-__all__ = []
-OPERATORS = {}
-METHODS = {}
+"""Reductions, matmul, shape manipulation and tensor creation (NumPy spelling, PyTorch defaults)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .indexing import getitem
+from .math import as_tensor, promote
+from .tensor import Tensor, apply
+
+
+def _ints(value) -> tuple[int, ...]:
+    if isinstance(value, (int, np.integer)):
+        return (int(value),)
+    return tuple(int(v) for v in value)
+
+
+def _axes(axis) -> tuple[int, ...] | None:
+    return None if axis is None else _ints(axis)
+
+
+def _axis(fn: str, axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{fn}: axis {axis} out of range for a tensor of {ndim} dimension(s)")
+    return axis % ndim
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def _reduction(op, public, what):
+    def fn(x, axis=None, keepdims: bool = False) -> Tensor:
+        return apply(op, [as_tensor(x)], axis=_axes(axis), keepdims=keepdims)
+    fn.__name__ = public
+    fn.__doc__ = f"The {what} over `axis` (an int, a tuple, or None for all axes)."
+    return fn
+
+
+sum = _reduction("sum", "sum", "sum")
+mean = _reduction("mean", "mean", "mean")
+max = _reduction("max", "max", "maximum")
+min = _reduction("min", "min", "minimum")
+var = _reduction("variance", "var", "population variance (ddof=0)")
+
+
+def argmax(x, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index (int64) of the first maximum along `axis`, or into the flattened tensor when axis is None.
+
+    >>> import tracer
+    >>> tracer.argmax(tracer.tensor([[1.0, 5.0], [7.0, 2.0]]), axis=1).numpy().tolist()
+    [1, 0]
+    """
+    return apply("argmax", [as_tensor(x)], axis=axis, keepdims=keepdims)
+
+
+def matmul(x1, x2) -> Tensor:
+    """Matrix product with NumPy's rules: 1-D operands, batch dims broadcast."""
+    return apply("matmul", promote(x1, x2))
+
+
+# ---------------------------------------------------------------- shape manipulation
+
+
+def reshape(x, shape) -> Tensor:
+    """`x` with a new shape of the same size; one entry may be -1 and is inferred.
+
+    >>> import tracer
+    >>> tracer.reshape(tracer.zeros((2, 3)), (-1, 2)).shape
+    (3, 2)
+    """
+    x = as_tensor(x)
+    shape = _ints(shape)
+    if shape.count(-1) > 1 or any(d < -1 for d in shape):
+        raise ValueError(f"reshape: shape {shape} may hold one -1 and otherwise sizes >= 0")
+    if -1 in shape:
+        known = math.prod(d for d in shape if d != -1)
+        if known == 0 or x.size % known:
+            raise ValueError(f"reshape: cannot reshape x of shape {x.shape} ({x.size} elements) into {shape}")
+        shape = tuple(x.size // known if d == -1 else d for d in shape)
+    return x if shape == x.shape else apply("reshape", [x], shape=shape)
+
+
+def _reshape_method(self, *shape) -> Tensor:
+    return reshape(self, shape[0] if len(shape) == 1 else shape)
+
+
+def permute_dims(x, axes=None) -> Tensor:
+    """`x` with its axes permuted; None reverses them."""
+    return apply("permute_dims", [as_tensor(x)], axes=_axes(axes))
+
+
+def transpose(x, dim0: int = -2, dim1: int = -1) -> Tensor:
+    """Swap two axes (PyTorch's transpose); by default the last two."""
+    x = as_tensor(x)
+    axes = list(range(x.ndim))
+    a, b = _axis("transpose", dim0, x.ndim), _axis("transpose", dim1, x.ndim)
+    axes[a], axes[b] = axes[b], axes[a]
+    return x if a == b else apply("permute_dims", [x], axes=axes)
+
+
+def _T(self) -> Tensor:
+    # NumPy's .T: all axes reversed (a no-op below 2 dims).
+    return self if self.ndim < 2 else permute_dims(self)
+
+
+def broadcast_to(x, shape) -> Tensor:
+    """`x` broadcast to `shape` with NumPy's rules."""
+    x = as_tensor(x)
+    shape = _ints(shape)
+    return x if shape == x.shape else apply("broadcast_to", [x], shape=shape)
+
+
+def expand_dims(x, axis) -> Tensor:
+    """`x` with size-1 axes inserted at `axis` (an int or a tuple, positions in the result)."""
+    return apply("expand_dims", [as_tensor(x)], axis=_ints(axis))
+
+
+def squeeze(x, axis=None) -> Tensor:
+    """`x` without size-1 axes: those in `axis`, or all of them when axis is None."""
+    return apply("squeeze", [as_tensor(x)], axis=_axes(axis))
+
+
+def concat(xs, axis: int = 0) -> Tensor:
+    """Join tensors along an existing axis."""
+    return apply("concat", [promote(*xs)], axis=axis)
+
+
+def stack(xs, axis: int = 0) -> Tensor:
+    """Join tensors of one shape along a new axis."""
+    return apply("stack", [promote(*xs)], axis=axis)
+
+
+def split(x, sections_or_indices, axis: int = 0) -> tuple[Tensor, ...]:
+    """Split along `axis` into equal sections (an int) or at the given indices (a list), as np.split.
+
+    >>> import tracer
+    >>> [t.shape for t in tracer.split(tracer.zeros((5, 2)), [1, 3])]
+    [(1, 2), (2, 2), (2, 2)]
+    """
+    x = as_tensor(x)
+    if x.ndim == 0:
+        raise ValueError("split: cannot split a 0-d tensor")
+    n = x.shape[_axis("split", axis, x.ndim)]
+    if isinstance(sections_or_indices, (int, np.integer)):
+        k = int(sections_or_indices)
+        if k <= 0 or n % k:
+            raise ValueError(f"split: axis {axis} of size {n} does not divide into {k} equal sections")
+        indices = [n // k * i for i in range(1, k)]
+    else:
+        indices = [i + n if i < 0 else i for i in _ints(sections_or_indices)]
+        indices = [0 if i < 0 else n if i > n else i for i in indices]
+        if indices != sorted(indices):
+            raise ValueError(f"split: indices {list(sections_or_indices)} must be increasing")
+    return apply("split", [x], indices_or_sections=indices, axis=axis)
+
+
+def take(x, indices, axis: int = 0) -> Tensor:
+    """Elements of `x` at integer `indices` along `axis` (np.take); negative indices count from the end."""
+    return apply("take", [as_tensor(x), _index_tensor(indices)], axis=axis)
+
+
+def _index_tensor(indices) -> Tensor:
+    if isinstance(indices, Tensor):
+        return indices
+    arr = np.asarray(indices)
+    return Tensor(arr.astype("int64") if arr.size == 0 else arr)
+
+
+def tril(x, k: int = 0) -> Tensor:
+    """Lower triangle of the last two axes (below the k-th diagonal zeroed above)."""
+    return apply("tril", [as_tensor(x)], k=k)
+
+
+def triu(x, k: int = 0) -> Tensor:
+    """Upper triangle of the last two axes."""
+    return apply("triu", [as_tensor(x)], k=k)
+
+
+# ---------------------------------------------------------------- creation
+
+
+def zeros(shape, dtype: str = "float32") -> Tensor:
+    """A tensor of zeros; inside a trace, a `zeros` binding."""
+    return apply("zeros", [], shape=_ints(shape), dtype=dtype)
+
+
+def ones(shape, dtype: str = "float32") -> Tensor:
+    """A tensor of ones."""
+    return apply("ones", [], shape=_ints(shape), dtype=dtype)
+
+
+def full(shape, value, dtype: str = "float32") -> Tensor:
+    """A tensor filled with `value`."""
+    return apply("full", [], shape=_ints(shape), fill_value=value, dtype=dtype)
+
+
+def zeros_like(x, dtype: str | None = None) -> Tensor:
+    """Zeros of x's shape and (by default) dtype."""
+    x = as_tensor(x)
+    return apply("zeros_like", [x]) if dtype in (None, x.dtype) else zeros(x.shape, dtype)
+
+
+def ones_like(x, dtype: str | None = None) -> Tensor:
+    """Ones of x's shape and (by default) dtype."""
+    x = as_tensor(x)
+    return apply("ones_like", [x]) if dtype in (None, x.dtype) else ones(x.shape, dtype)
+
+
+def full_like(x, value, dtype: str | None = None) -> Tensor:
+    """`value` in x's shape and (by default) dtype."""
+    x = as_tensor(x)
+    return apply("full_like", [x], fill_value=value) if dtype in (None, x.dtype) else full(x.shape, value, dtype)
+
+
+__all__ = [
+    "argmax", "broadcast_to", "concat", "expand_dims", "full", "full_like", "matmul", "max", "mean", "min",
+    "ones", "ones_like", "permute_dims", "reshape", "split", "squeeze", "stack", "sum", "take", "transpose",
+    "tril", "triu", "var", "zeros", "zeros_like",
+]
+OPERATORS = {
+    "__getitem__": getitem, "__matmul__": matmul, "__rmatmul__": lambda self, other: matmul(other, self),
+    "T": property(_T),
+}
+METHODS = {
+    "sum": sum, "mean": mean, "max": max, "min": min, "var": var, "argmax": argmax, "matmul": matmul,
+    "reshape": _reshape_method, "permute_dims": permute_dims, "transpose": transpose, "broadcast_to": broadcast_to,
+    "expand_dims": expand_dims, "squeeze": squeeze, "take": take, "tril": tril, "triu": triu,
+}

@@ -1,2 +1,2 @@
-"""VJP rules of the create family."""
-from .registry import register_vjp  # noqa: F401
+"""VJP rules of the create family: none. zeros, ones, full and the *_like ops are declared
+non-differentiable (their outputs do not depend on any input's values)."""

@@ -1,2 +1,225 @@
-"""VJP rules of the elementwise family."""
-from .registry import register_vjp  # noqa: F401
+"""VJP rules of the elementwise family. Gradients may keep the broadcast shape: the pass sums them
+back to each input's shape. Conventions follow PyTorch: relu'(0) = 0, abs'(0) = 0, and
+maximum/minimum split a tie evenly."""
+from __future__ import annotations
+
+import math
+
+from ir import const
+
+from .registry import register_vjp
+
+
+def _c(value, like):
+    return const(value, like.type.dtype)
+
+
+@register_vjp("add")
+def add_vjp(b, call, out, g):
+    """Forward: y = x1 + x2
+    Backward: dx1 = g, dx2 = g"""
+    return [g, g]
+
+
+@register_vjp("subtract")
+def subtract_vjp(b, call, out, g):
+    """Forward: y = x1 - x2
+    Backward: dx1 = g, dx2 = -g"""
+    return [g, b.call("negative", g)]
+
+
+@register_vjp("multiply")
+def multiply_vjp(b, call, out, g):
+    """Forward: y = x1 * x2
+    Backward: dx1 = g * x2, dx2 = g * x1"""
+    x1, x2 = call.args
+    return [b.call("multiply", g, x2), b.call("multiply", g, x1)]
+
+
+@register_vjp("divide")
+def divide_vjp(b, call, out, g):
+    """Forward: y = x1 / x2
+    Backward: dx1 = g / x2, dx2 = -g * y / x2"""
+    x1, x2 = call.args
+    dx1 = b.call("divide", g, x2)
+    return [dx1, b.call("negative", b.call("multiply", dx1, out))]
+
+
+@register_vjp("power")
+def power_vjp(b, call, out, g):
+    """Forward: y = x1 ** x2
+    Backward: dx1 = g * x2 * x1 ** (x2 - 1), dx2 = g * y * log(x1) (taken as 0 where x1 <= 0)"""
+    x1, x2 = call.args
+    dx1 = b.call("multiply", g, b.call("multiply", x2, b.call("power", x1, b.call("subtract", x2, _c(1.0, x2)))))
+    positive = b.call("greater", x1, _c(0.0, x1))
+    safe_log = b.call("log", b.call("where", positive, x1, _c(1.0, x1)))
+    dx2 = b.call("multiply", g, b.call("multiply", out, safe_log))
+    return [dx1, dx2]
+
+
+def _tie_split(b, call, out, g, pick):
+    """maximum/minimum: the chosen input gets g, and a tie gives each input g / 2."""
+    x1, x2 = call.args
+    one, half, zero = _c(1.0, out), _c(0.5, out), _c(0.0, out)
+    first = b.call("where", b.call(pick, x1, x2), one, zero)
+    tie = b.call("where", b.call("equal", x1, x2), half, zero)
+    w1 = b.call("add", first, tie)
+    w2 = b.call("subtract", one, w1)
+    return [b.call("multiply", g, w1), b.call("multiply", g, w2)]
+
+
+@register_vjp("maximum")
+def maximum_vjp(b, call, out, g):
+    """Forward: y = maximum(x1, x2)
+    Backward: dx1 = g * [x1 > x2] + g / 2 * [x1 == x2], dx2 = g - dx1"""
+    return _tie_split(b, call, out, g, "greater")
+
+
+@register_vjp("minimum")
+def minimum_vjp(b, call, out, g):
+    """Forward: y = minimum(x1, x2)
+    Backward: dx1 = g * [x1 < x2] + g / 2 * [x1 == x2], dx2 = g - dx1"""
+    return _tie_split(b, call, out, g, "less")
+
+
+@register_vjp("negative")
+def negative_vjp(b, call, out, g):
+    """Forward: y = -x
+    Backward: dx = -g"""
+    return [b.call("negative", g)]
+
+
+@register_vjp("exp")
+def exp_vjp(b, call, out, g):
+    """Forward: y = exp(x)
+    Backward: dx = g * y"""
+    return [b.call("multiply", g, out)]
+
+
+@register_vjp("log")
+def log_vjp(b, call, out, g):
+    """Forward: y = log(x)
+    Backward: dx = g / x"""
+    return [b.call("divide", g, call.args[0])]
+
+
+@register_vjp("sqrt")
+def sqrt_vjp(b, call, out, g):
+    """Forward: y = sqrt(x)
+    Backward: dx = g / (2 * y)"""
+    return [b.call("divide", g, b.call("multiply", out, _c(2.0, out)))]
+
+
+@register_vjp("rsqrt")
+def rsqrt_vjp(b, call, out, g):
+    """Forward: y = x ** -0.5
+    Backward: dx = -0.5 * g * y ** 3"""
+    cube = b.call("multiply", out, b.call("multiply", out, out))
+    return [b.call("multiply", g, b.call("multiply", cube, _c(-0.5, out)))]
+
+
+@register_vjp("abs")
+def abs_vjp(b, call, out, g):
+    """Forward: y = |x|
+    Backward: dx = g * sign(x), with sign(0) = 0"""
+    x = call.args[0]
+    zero = _c(0.0, x)
+    sign = b.call("subtract", b.call("astype", b.call("greater", x, zero), dtype=x.type.dtype),
+                  b.call("astype", b.call("less", x, zero), dtype=x.type.dtype))
+    return [b.call("multiply", g, sign)]
+
+
+@register_vjp("sin")
+def sin_vjp(b, call, out, g):
+    """Forward: y = sin(x)
+    Backward: dx = g * cos(x)"""
+    return [b.call("multiply", g, b.call("cos", call.args[0]))]
+
+
+@register_vjp("cos")
+def cos_vjp(b, call, out, g):
+    """Forward: y = cos(x)
+    Backward: dx = -g * sin(x)"""
+    return [b.call("negative", b.call("multiply", g, b.call("sin", call.args[0])))]
+
+
+@register_vjp("tanh")
+def tanh_vjp(b, call, out, g):
+    """Forward: y = tanh(x)
+    Backward: dx = g * (1 - y * y)"""
+    return [b.call("multiply", g, b.call("subtract", _c(1.0, out), b.call("multiply", out, out)))]
+
+
+@register_vjp("sigmoid")
+def sigmoid_vjp(b, call, out, g):
+    """Forward: y = sigmoid(x)
+    Backward: dx = g * y * (1 - y)"""
+    return [b.call("multiply", g, b.call("multiply", out, b.call("subtract", _c(1.0, out), out)))]
+
+
+@register_vjp("nn.relu")
+def nn_relu_vjp(b, call, out, g):
+    """Forward: y = max(x, 0)
+    Backward: dx = g * [x > 0]  (0 at x = 0, as PyTorch)"""
+    x = call.args[0]
+    return [b.call("where", b.call("greater", x, _c(0, x)), g, _c(0, x))]
+
+
+@register_vjp("nn.silu")
+def nn_silu_vjp(b, call, out, g):
+    """Forward: y = x * sigmoid(x)
+    Backward: dx = g * s * (1 + x * (1 - s)), s = sigmoid(x)"""
+    x = call.args[0]
+    s = b.call("sigmoid", x)
+    inner = b.call("add", _c(1.0, x), b.call("multiply", x, b.call("subtract", _c(1.0, x), s)))
+    return [b.call("multiply", g, b.call("multiply", s, inner))]
+
+
+@register_vjp("nn.gelu")
+def nn_gelu_vjp(b, call, out, g):
+    """Forward: y = x * Phi(x)  (or its tanh approximation)
+    Backward: dx = g * (Phi(x) + x * phi(x))  (or the derivative of the approximation)"""
+    x = call.args[0]
+    if call.attrs["approximate"] == "tanh":
+        k = math.sqrt(2.0 / math.pi)
+        x2 = b.call("multiply", x, x)
+        inner = b.call("multiply", _c(k, x), b.call("add", x, b.call("multiply", _c(0.044715, x),
+                                                                           b.call("multiply", x2, x))))
+        t = b.call("tanh", inner)
+        dinner = b.call("multiply", _c(k, x), b.call("add", _c(1.0, x), b.call("multiply", _c(3 * 0.044715, x), x2)))
+        sech2 = b.call("subtract", _c(1.0, x), b.call("multiply", t, t))
+        left = b.call("multiply", _c(0.5, x), b.call("add", _c(1.0, x), t))
+        right = b.call("multiply", b.call("multiply", _c(0.5, x), x), b.call("multiply", sech2, dinner))
+        return [b.call("multiply", g, b.call("add", left, right))]
+    phi = b.call("multiply", _c(1.0 / math.sqrt(2.0 * math.pi), x),
+                 b.call("exp", b.call("multiply", _c(-0.5, x), b.call("multiply", x, x))))
+    cdf = _normal_cdf(b, x)
+    return [b.call("multiply", g, b.call("add", cdf, b.call("multiply", x, phi)))]
+
+
+def _normal_cdf(b, x):
+    """Phi(x) = 0.5 * (1 + erf(x / sqrt 2)). There is no erf op, so use Phi(x) = gelu(x) / x where
+    x != 0 (one rounding of relative error) and Phi(0) = 0.5."""
+    nonzero = b.call("not_equal", x, _c(0.0, x))
+    safe_x = b.call("where", nonzero, x, _c(1.0, x))
+    ratio = b.call("divide", b.call("nn.gelu", safe_x, approximate="none"), safe_x)
+    return b.call("where", nonzero, ratio, _c(0.5, x))
+
+
+@register_vjp("where")
+def where_vjp(b, call, out, g):
+    """Forward: y = where(c, x1, x2)
+    Backward: dc = none, dx1 = where(c, g, 0), dx2 = where(c, 0, g)"""
+    c = call.args[0]
+    zero = _c(0.0, out)
+    return [None, b.call("where", c, g, zero), b.call("where", c, zero, g)]
+
+
+@register_vjp("astype")
+def astype_vjp(b, call, out, g):
+    """Forward: y = astype(x, dtype)
+    Backward: dx = astype(g, x.dtype)  (none for non-floating x)"""
+    x = call.args[0]
+    if not x.type.is_float:
+        return [None]
+    return [b.call("astype", g, dtype=x.type.dtype)]

@@ -1,2 +1,75 @@
-"""VJP rules of the reduction family."""
-from .registry import register_vjp  # noqa: F401
+"""VJP rules of the reduction family (argmax has none: it is not differentiable)."""
+from __future__ import annotations
+
+import math
+
+import ir
+
+from .registry import register_vjp
+
+
+def _axes(call) -> tuple[int, ...]:
+    """The reduced axes of x, normalized (a 0-d x has none)."""
+    ndim, axis = call.args[0].type.ndim, call.attrs["axis"]
+    if ndim == 0:
+        return ()
+    return tuple(range(ndim)) if axis is None else tuple(sorted(a % ndim for a in axis))
+
+
+def _keepdims(b, call, value):
+    """`value` (shaped like the reduction's output) reshaped to the keepdims shape, ready to broadcast."""
+    shape = tuple(1 if i in _axes(call) else d for i, d in enumerate(call.args[0].type.shape))
+    return value if value.type.shape == shape else b.call("reshape", value, shape=shape)
+
+
+def _count(call) -> int:
+    x = call.args[0].type
+    return math.prod(x.shape[a] for a in _axes(call))
+
+
+@register_vjp("sum")
+def sum_vjp(b, call, out, g):
+    """Forward: y = sum(x, axis)
+    Backward: dx = broadcast_to(g, x.shape)"""
+    return [b.call("broadcast_to", _keepdims(b, call, g), shape=call.args[0].type.shape)]
+
+
+@register_vjp("mean")
+def mean_vjp(b, call, out, g):
+    """Forward: y = mean(x, axis)  (over n elements)
+    Backward: dx = broadcast_to(g / n, x.shape)"""
+    x = call.args[0]
+    scaled = b.call("divide", _keepdims(b, call, g), ir.const(max(_count(call), 1), x.type.dtype))
+    return [b.call("broadcast_to", scaled, shape=x.type.shape)]
+
+
+@register_vjp("variance")
+def variance_vjp(b, call, out, g):
+    """Forward: y = mean((x - mean(x, axis))**2, axis)  (over n elements)
+    Backward: dx = g * 2 * (x - mean(x, axis)) / n"""
+    x = call.args[0]
+    centered = b.call("subtract", x, b.call("mean", x, axis=call.attrs["axis"], keepdims=True))
+    scale = ir.const(2.0 / max(_count(call), 1), x.type.dtype)
+    return [b.call("multiply", b.call("multiply", _keepdims(b, call, g), centered), scale)]
+
+
+def _extremum_vjp(b, call, out, g):
+    # Ties share the gradient evenly, as PyTorch's max/min reductions do.
+    x = call.args[0]
+    hit = b.call("astype", b.call("equal", x, _keepdims(b, call, out)), dtype=x.type.dtype)
+    count = b.call("sum", hit, axis=call.attrs["axis"], keepdims=True)
+    return [b.call("multiply", hit, b.call("divide", _keepdims(b, call, g), count))]
+
+
+@register_vjp("max")
+def max_vjp(b, call, out, g):
+    """Forward: y = max(x, axis)
+    Backward: dx = g * (x == y) / count(x == y)  (ties split evenly)"""
+    return _extremum_vjp(b, call, out, g)
+
+
+@register_vjp("min")
+def min_vjp(b, call, out, g):
+    """Forward: y = min(x, axis)
+    Backward: dx = g * (x == y) / count(x == y)  (ties split evenly)"""
+    return _extremum_vjp(b, call, out, g)

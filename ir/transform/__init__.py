@@ -1,1 +1,14 @@
-"""Passes over IR modules: `pass(mod) -> mod`."""
+"""Passes over IR modules: each is a callable `pass(mod) -> mod` that returns a new module."""
+from .base import FunctionPass, Pass, Sequential
+from .cse import CommonSubexpressionElimination
+from .dce import DeadCodeElimination
+from .simplify import Simplify
+
+
+def cleanup() -> Sequential:
+    """The standard clean-up after generating IR: simplify, merge duplicates, drop dead code."""
+    return Sequential([Simplify(), CommonSubexpressionElimination(), Simplify(), DeadCodeElimination()])
+
+
+__all__ = ["CommonSubexpressionElimination", "DeadCodeElimination", "FunctionPass", "Pass", "Sequential",
+           "Simplify", "cleanup"]

@@ -1,1 +1,220 @@
-CASES = []
+"""Op cases of the conv family: conv2d, max/avg pooling and their backward helpers.
+
+References loop over output pixels in float64; each backward reference accumulates, pixel by
+pixel, what its forward reference read.
+"""
+import numpy as np
+
+import tracer as T
+from tests.cases import OpCase, rand
+from tracer.tensor import apply
+
+# ---------------------------------------------------------------- references
+
+
+def _geometry(in_hw, k, stride, pad, dil):
+    pad = (pad,) * 4 if isinstance(pad, int) else tuple(pad) * (2 if len(pad) == 2 else 1)
+    stride = (stride,) * 2 if isinstance(stride, int) else tuple(stride)
+    dil = (dil,) * 2 if isinstance(dil, int) else tuple(dil)
+    out = tuple((in_hw[i] + pad[i] + pad[i + 2] - dil[i] * (k[i] - 1) - 1) // stride[i] + 1 for i in range(2))
+    return stride, pad, dil, out
+
+
+def _taps(i, j, k, stride, pad, dil):
+    """The input rows and columns (unpadded coordinates, may be out of range) of output pixel (i, j)."""
+    rows = [i * stride[0] + a * dil[0] - pad[0] for a in range(k[0])]
+    cols = [j * stride[1] + b * dil[1] - pad[1] for b in range(k[1])]
+    return rows, cols
+
+
+def conv2d_ref(x, w, bias=None, stride=1, pad=0, dil=1, groups=1):
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    stride, pad, dil, (ho, wo) = _geometry((h, wd), (kh, kw), stride, pad, dil)
+    out = np.zeros((n, o, ho, wo))
+    og = o // groups
+    for b, oc, i, j in np.ndindex(n, o, ho, wo):
+        rows, cols = _taps(i, j, (kh, kw), stride, pad, dil)
+        for ci in range(cg):
+            for a, r in enumerate(rows):
+                for e, q in enumerate(cols):
+                    if 0 <= r < h and 0 <= q < wd:
+                        out[b, oc, i, j] += float(x[b, oc // og * cg + ci, r, q]) * float(w[oc, ci, a, e])
+    if bias is not None:
+        out += bias.astype(np.float64)[None, :, None, None]
+    return out.astype(x.dtype)
+
+
+def conv2d_input_backward_ref(g, w, in_shape, stride=1, pad=0, dil=1, groups=1):
+    n, c, h, wd = in_shape
+    o, cg, kh, kw = w.shape
+    stride, pad, dil, _ = _geometry((h, wd), (kh, kw), stride, pad, dil)
+    dx = np.zeros(in_shape)
+    og = o // groups
+    for b, oc, i, j in np.ndindex(g.shape):
+        rows, cols = _taps(i, j, (kh, kw), stride, pad, dil)
+        for ci in range(cg):
+            for a, r in enumerate(rows):
+                for e, q in enumerate(cols):
+                    if 0 <= r < h and 0 <= q < wd:
+                        dx[b, oc // og * cg + ci, r, q] += float(g[b, oc, i, j]) * float(w[oc, ci, a, e])
+    return dx.astype(g.dtype)
+
+
+def conv2d_weight_backward_ref(g, x, w_shape, stride=1, pad=0, dil=1, groups=1):
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w_shape
+    stride, pad, dil, _ = _geometry((h, wd), (kh, kw), stride, pad, dil)
+    dw = np.zeros(w_shape)
+    og = o // groups
+    for b, oc, i, j in np.ndindex(g.shape):
+        rows, cols = _taps(i, j, (kh, kw), stride, pad, dil)
+        for ci in range(cg):
+            for a, r in enumerate(rows):
+                for e, q in enumerate(cols):
+                    if 0 <= r < h and 0 <= q < wd:
+                        dw[oc, ci, a, e] += float(g[b, oc, i, j]) * float(x[b, oc // og * cg + ci, r, q])
+    return dw.astype(g.dtype)
+
+
+def _pool_windows(x, k, stride, pad, dil, fill):
+    """Yield (index, taps, values) for every output pixel; padded taps read `fill`."""
+    n, c, h, wd = x.shape
+    stride, pad, dil, (ho, wo) = _geometry((h, wd), k, stride, pad, dil)
+    for b, ch, i, j in np.ndindex(n, c, ho, wo):
+        rows, cols = _taps(i, j, k, stride, pad, dil)
+        taps = [(r, q) for r in rows for q in cols]
+        vals = [float(x[b, ch, r, q]) if 0 <= r < h and 0 <= q < wd else fill for r, q in taps]
+        yield (b, ch, i, j), taps, vals
+
+
+def _pool_out(x, k, stride, pad, dil):
+    return np.zeros(x.shape[:2] + _geometry(x.shape[2:], k, stride, pad, dil)[3])
+
+
+def max_pool_ref(x, k, stride, pad=0, dil=1):
+    out = _pool_out(x, k, stride, pad, dil)
+    for idx, _, vals in _pool_windows(x, k, stride, pad, dil, -np.inf):
+        out[idx] = max(vals)
+    return out.astype(x.dtype)
+
+
+def avg_pool_ref(x, k, stride, pad=0):
+    out = _pool_out(x, k, stride, pad, 1)
+    for idx, _, vals in _pool_windows(x, k, stride, pad, 1, 0.0):
+        out[idx] = sum(vals) / len(vals)
+    return out.astype(x.dtype)
+
+
+def max_pool_backward_ref(g, x, k, stride, pad=0, dil=1):
+    dx = np.zeros(x.shape)
+    for idx, taps, vals in _pool_windows(x, k, stride, pad, dil, -np.inf):
+        r, q = taps[vals.index(max(vals))]  # list.index: the first maximum, as PyTorch
+        dx[idx[0], idx[1], r, q] += float(g[idx])
+    return dx.astype(g.dtype)
+
+
+def max_pool_gather_ref(h, x, k, stride, pad=0, dil=1):
+    out = _pool_out(x, k, stride, pad, dil)
+    for idx, taps, vals in _pool_windows(x, k, stride, pad, dil, -np.inf):
+        r, q = taps[vals.index(max(vals))]
+        out[idx] = h[idx[0], idx[1], r, q]
+    return out.astype(h.dtype)
+
+
+def avg_pool_backward_ref(g, in_shape, k, stride, pad=0):
+    dx = np.zeros(in_shape)
+    x = np.zeros(in_shape)
+    for idx, taps, _ in _pool_windows(x, k, stride, pad, 1, 0.0):
+        for r, q in taps:
+            if 0 <= r < in_shape[2] and 0 <= q < in_shape[3]:
+                dx[idx[0], idx[1], r, q] += float(g[idx]) / len(taps)
+    return dx.astype(g.dtype)
+
+
+# ---------------------------------------------------------------- cases
+
+_TOL = dict(rtol=1e-4, atol=1e-5)
+
+
+def _conv(name, x, w, bias=None, stride=1, pad=0, dil=1, groups=1):
+    inputs = [x, w] + ([bias] if bias is not None else [])
+    return OpCase(name, lambda *a: T.conv2d(*a, stride=stride, padding=pad, dilation=dil, groups=groups),
+                  lambda *a: conv2d_ref(*a, stride=stride, pad=pad, dil=dil, groups=groups),
+                  inputs, ("nn.conv2d",) + (("reshape", "add") if bias is not None else ()), **_TOL)
+
+
+def _conv_attrs(in_shape, stride, pad, dil, groups):
+    stride, pad, dil, _ = _geometry(in_shape[2:], (1, 1), stride, pad, dil)
+    return dict(strides=stride, padding=pad, dilation=dil, groups=groups)
+
+
+def _conv_input_backward(name, g, w, in_shape, stride=1, pad=0, dil=1, groups=1):
+    attrs = dict(_conv_attrs(in_shape, stride, pad, dil, groups), input_shape=in_shape)
+    return OpCase(name, lambda g, w: apply("grad.conv2d_input_backward", [g, w], **attrs),
+                  lambda g, w: conv2d_input_backward_ref(g, w, in_shape, stride, pad, dil, groups),
+                  [g, w], ("grad.conv2d_input_backward",), **_TOL)
+
+
+def _conv_weight_backward(name, g, x, w_shape, stride=1, pad=0, dil=1, groups=1):
+    attrs = dict(_conv_attrs(x.shape, stride, pad, dil, groups), weight_shape=w_shape)
+    return OpCase(name, lambda g, x: apply("grad.conv2d_weight_backward", [g, x], **attrs),
+                  lambda g, x: conv2d_weight_backward_ref(g, x, w_shape, stride, pad, dil, groups),
+                  [g, x], ("grad.conv2d_weight_backward",), **_TOL)
+
+
+def _pool_attrs(k, stride, pad, dil=1):
+    stride, pad, dil, _ = _geometry((100, 100), k, stride, pad, dil)
+    return dict(pool_size=k, strides=stride, padding=pad, dilation=dil)
+
+
+CASES = [
+    _conv("conv2d_basic", rand(2, 3, 5, 5), rand(4, 3, 3, 3, seed=1)),
+    _conv("conv2d_stride2_pad1", rand(2, 3, 7, 6), rand(4, 3, 3, 3, seed=1), stride=2, pad=1),
+    _conv("conv2d_dilation2", rand(1, 2, 7, 7), rand(3, 2, 3, 3, seed=1), dil=2, pad=(1, 2)),
+    _conv("conv2d_groups2_bias", rand(2, 4, 5, 5), rand(6, 2, 3, 3, seed=1), rand(6, seed=2), groups=2, pad=1),
+    _conv("conv2d_depthwise", rand(1, 3, 4, 4), rand(3, 1, 2, 2, seed=1), groups=3),
+    _conv("conv2d_1x1_bias", rand(2, 3, 4, 4), rand(5, 3, 1, 1, seed=1), rand(5, seed=2)),
+    _conv("conv2d_batch1_asym_pad_rect", rand(1, 2, 5, 6), rand(2, 2, 2, 3, seed=1), stride=(2, 1),
+          pad=(0, 1, 2, 0)),
+    _conv("conv2d_stride_skips_tail", rand(1, 1, 6, 6), rand(1, 1, 2, 2, seed=1), stride=3),
+    _conv_input_backward("conv2d_input_backward_stride_pad", rand(2, 4, 4, 3, seed=3), rand(4, 3, 3, 3, seed=1),
+                         (2, 3, 7, 6), stride=2, pad=1),
+    _conv_input_backward("conv2d_input_backward_groups_dil", rand(1, 4, 5, 5, seed=3), rand(4, 1, 3, 3, seed=1),
+                         (1, 2, 7, 7), dil=2, pad=1, groups=2),
+    _conv_weight_backward("conv2d_weight_backward_stride_pad", rand(2, 4, 4, 3, seed=3), rand(2, 3, 7, 6),
+                          (4, 3, 3, 3), stride=2, pad=1),
+    _conv_weight_backward("conv2d_weight_backward_groups_dil", rand(1, 4, 5, 5, seed=3), rand(1, 2, 7, 7),
+                          (4, 1, 3, 3), dil=2, pad=1, groups=2),
+    OpCase("max_pool2d_2x2", lambda x: T.max_pool2d(x, 2), lambda x: max_pool_ref(x, (2, 2), 2),
+           [rand(2, 3, 4, 6)], ("nn.max_pool2d",)),
+    OpCase("max_pool2d_k3_s2_p1", lambda x: T.max_pool2d(x, 3, 2, 1), lambda x: max_pool_ref(x, (3, 3), 2, 1),
+           [rand(1, 2, 7, 6)], ("nn.max_pool2d",)),
+    OpCase("max_pool2d_overlap", lambda x: T.max_pool2d(x, (2, 3), stride=1), lambda x: max_pool_ref(x, (2, 3), 1),
+           [rand(2, 1, 4, 5)], ("nn.max_pool2d",)),
+    OpCase("max_pool2d_dilation2", lambda x: T.max_pool2d(x, 2, 1, 1, dilation=2),
+           lambda x: max_pool_ref(x, (2, 2), 1, 1, 2), [rand(1, 2, 5, 5)], ("nn.max_pool2d",)),
+    OpCase("max_pool2d_all_negative_padded", lambda x: T.max_pool2d(x, 3, 2, 1),
+           lambda x: max_pool_ref(x, (3, 3), 2, 1), [rand(1, 1, 5, 5, low=-9, high=-1)], ("nn.max_pool2d",)),
+    OpCase("avg_pool2d_2x2", lambda x: T.avg_pool2d(x, 2), lambda x: avg_pool_ref(x, (2, 2), 2),
+           [rand(2, 3, 4, 6)], ("nn.avg_pool2d",)),
+    OpCase("avg_pool2d_k3_s2_p1", lambda x: T.avg_pool2d(x, 3, 2, 1), lambda x: avg_pool_ref(x, (3, 3), 2, 1),
+           [rand(1, 2, 7, 6)], ("nn.avg_pool2d",)),
+    OpCase("avg_pool2d_rect_overlap", lambda x: T.avg_pool2d(x, (3, 2), (1, 2), (1, 0)),
+           lambda x: avg_pool_ref(x, (3, 2), (1, 2), (1, 0, 1, 0)), [rand(2, 1, 4, 5)], ("nn.avg_pool2d",)),
+    OpCase("max_pool2d_backward", lambda g, x: apply("grad.max_pool2d_backward", [g, x], **_pool_attrs((3, 3), 2, 1)),
+           lambda g, x: max_pool_backward_ref(g, x, (3, 3), 2, 1), [rand(1, 2, 4, 3, seed=3), rand(1, 2, 7, 6)],
+           ("grad.max_pool2d_backward",)),
+    OpCase("max_pool2d_backward_overlap_ties",
+           lambda g, x: apply("grad.max_pool2d_backward", [g, x], **_pool_attrs((2, 2), 1, 0)),
+           lambda g, x: max_pool_backward_ref(g, x, (2, 2), 1),
+           [rand(1, 1, 3, 3, seed=3), np.ones((1, 1, 4, 4), "float32")],
+           ("grad.max_pool2d_backward",), grad=False),  # ties: finite differences would move the argmax
+    OpCase("max_pool2d_gather", lambda h, x: apply("grad.max_pool2d_gather", [h, x], **_pool_attrs((2, 3), 1, 1, 2)),
+           lambda h, x: max_pool_gather_ref(h, x, (2, 3), 1, 1, 2), [rand(2, 1, 5, 6, seed=3), rand(2, 1, 5, 6)],
+           ("grad.max_pool2d_gather",)),
+    OpCase("avg_pool2d_backward",
+           lambda g: apply("grad.avg_pool2d_backward", [g], input_shape=(1, 2, 7, 6), **_pool_attrs((3, 3), 2, 1)),
+           lambda g: avg_pool_backward_ref(g, (1, 2, 7, 6), (3, 3), 2, 1), [rand(1, 2, 4, 3, seed=3)],
+           ("grad.avg_pool2d_backward",)),
+]

@@ -48,7 +48,7 @@ CASES = [
     OpCase("where_cond_broadcast", lambda c, a, b: T.where(c, a, b), np.where,
            [rand(4, dtype="bool"), rand(3, 1), rand(3, 4, seed=1)], ("where",)),
     OpCase("astype_f16", lambda a: T.astype(a, "float16"), lambda a: a.astype("float16"), [rand(3)], ("astype",),
-           rtol=1e-3, atol=1e-3),
+           rtol=1e-3, atol=1e-3, grad=False),  # finite differences through float16 are meaningless; see below
     OpCase("astype_int", lambda a: T.astype(a * 10, "int32"), lambda a: (a * np.float32(10)).astype("int32"),
            [rand(3)], ("astype", "multiply"), grad=False),
 ]

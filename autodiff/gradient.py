@@ -1,0 +1,252 @@
+"""The Gradient pass: reverse-mode automatic differentiation of one function, as Relax's pass.
+
+`Gradient("main")(mod)` adds `main_adjoint`, which repeats main's bindings, then emits the backward
+bindings in reverse order in the same dataflow block, and returns `(original return value,
+(grad_1, ..., grad_k))`. Gradients are summed back to each input's own shape and accumulated here,
+once; the rules in `autodiff.rules` only say how one op's output gradient maps to its inputs.
+
+Checkpointing: values inside `grad.start_checkpoint` / `grad.end_checkpoint` regions are not kept for
+the backward pass. When a rule needs one, it is recomputed from the region's kept inputs just before
+that backward step (and reused by later steps), so the executor can free the forward copy after its
+last forward use.
+"""
+from __future__ import annotations
+
+import ir
+from ir import (
+    Binding,
+    Builder,
+    Call,
+    Expr,
+    Function,
+    IRModule,
+    Tuple,
+    TupleGetItem,
+    TupleType,
+    Var,
+    free_vars,
+    substitute,
+)
+from ir.analysis import checkpoint_interior
+from ir.ops import get_op
+from ir.printer import assign_names
+
+from .rules import VJPS
+
+
+class Gradient:
+    """Reverse-mode AD as an IR pass (see the module docstring).
+
+    >>> import tracer, autodiff
+    >>> mod = tracer.trace(lambda x, y: (x + y).sum(), tracer.spec((3, 3)), tracer.spec((3, 3)))
+    >>> sorted(autodiff.Gradient("main")(mod))
+    ['main', 'main_adjoint']
+    """
+
+    def __init__(self, func_name: str, require_grads: Var | list[Var] | None = None, target_index: int = 0):
+        self.func_name = func_name
+        self.require_grads = require_grads
+        self.target_index = target_index
+
+    def __call__(self, mod: IRModule) -> IRModule:
+        name = self.func_name
+        if name not in mod:
+            raise ValueError(f"Gradient: no function named {name!r} in the module (it has {list(mod)})")
+        if f"{name}_adjoint" in mod:
+            raise ValueError(f"Gradient: the module already has a function named {name}_adjoint")
+        fn = mod[name]
+        if len(fn.blocks) != 1 or not fn.blocks[0].is_dataflow:
+            raise ValueError(f"Gradient: {name} must have exactly one dataflow block, it has {len(fn.blocks)} "
+                             f"block(s) ({sum(b.is_dataflow for b in fn.blocks)} dataflow)")
+        target = self._target(fn)
+        require = self._require(fn)
+        adjoint = _AdjointBuilder(fn, target, require).build()
+        return mod.with_function(f"{name}_adjoint", adjoint)
+
+    def _target(self, fn: Function) -> Expr:
+        outputs = list(fn.body.fields) if isinstance(fn.body, Tuple) else [fn.body]
+        i = self.target_index
+        if not isinstance(i, int) or not 0 <= i < len(outputs):
+            raise ValueError(f"Gradient: target_index {i} is out of range; {self.func_name} returns "
+                             f"{len(outputs)} value(s)")
+        target = outputs[i]
+        t = target.type
+        if not (isinstance(t, ir.TensorType) and t.shape == () and t.is_float):
+            raise ValueError(f"Gradient: the target (return value {i}) must be a floating-point scalar, "
+                             f"got {t}")
+        if not isinstance(target, Var):
+            raise ValueError(f"Gradient: the target (return value {i}) must be a variable, got {target!r}")
+        return target
+
+    def _require(self, fn: Function) -> list[Var]:
+        req = self.require_grads
+        if req is None:
+            return [p for p in fn.params if _is_float(p.type)]
+        req = [req] if isinstance(req, Var) else list(req)
+        known = set(fn.params) | {b.var for b in fn.blocks[0].bindings}
+        seen = set()
+        for v in req:
+            if not isinstance(v, Var) or v not in known:
+                raise ValueError(f"Gradient: require_grads entry {v!r} is not a parameter or variable of "
+                                 f"{self.func_name}")
+            if v in seen:
+                raise ValueError(f"Gradient: require_grads lists {v.name} twice")
+            seen.add(v)
+            if not _is_float(v.type):
+                raise TypeError(f"Gradient: cannot differentiate with respect to {v.name} of type {v.type}: "
+                                "only floating-point values have gradients")
+        return req
+
+
+def _is_float(t) -> bool:
+    if isinstance(t, TupleType):
+        return len(t.fields) > 0 and all(_is_float(f) for f in t.fields)
+    return t.is_float
+
+
+class _AdjointBuilder:
+    def __init__(self, fn: Function, target: Var, require: list[Var]):
+        self.fn, self.require = fn, require
+        self.b = Builder()
+        # Fresh vars for the adjoint function; forward bindings are repeated under them.
+        names = assign_names(fn)  # adjoints are named after the printed forward names: lv1 -> lv1_adjoint
+        self.new: dict[Var, Var] = {p: Var(names[p], p.type) for p in fn.params}
+        self.bindings = fn.blocks[0].bindings
+        for bd in self.bindings:
+            var = Var(names[bd.var], bd.var.type)
+            self.b.bindings.append(Binding(var, substitute(bd.value, self.new)))
+            self.new[bd.var] = var
+        self.target = self.new[target]
+        self.forward = list(self.b.bindings)
+        self.defs = {bd.var: bd.value for bd in self.forward}
+        self.interior = checkpoint_interior(self.forward)
+        self.recomputed: dict[Var, Var] = {}
+        self.adj: dict[Var, list] = {}
+        self.needed = self._needed()
+
+    def _needed(self) -> set[Var]:
+        """Vars whose adjoint matters: on a path from a required var to the target."""
+        wanted = {self.new[v] for v in self.require}
+        depends = set(wanted)
+        for bd in self.forward:
+            if any(u in depends for u in free_vars(bd.value)) and not _blocks_gradient(bd.value):
+                depends.add(bd.var)
+        if self.target not in depends:
+            return set()
+        reach = {self.target}
+        for bd in reversed(self.forward):
+            if bd.var in reach and bd.var in depends and not _blocks_gradient(bd.value):
+                reach.update(u for u in free_vars(bd.value) if u in depends)
+        missing = sorted({bd.value.op for bd in self.forward if bd.var in reach and isinstance(bd.value, Call)
+                          and get_op(bd.value.op).differentiable and bd.value.op not in VJPS})
+        if missing:
+            raise ValueError(f"Gradient: no VJP rule for op(s) {', '.join(missing)} on the path to the target")
+        return reach
+
+    def build(self) -> Function:
+        b = self.b
+        if self.needed:
+            self._contribute(self.target, b.call("ones", shape=(), dtype=self.target.type.dtype,
+                                                 name=f"{self.target.name}_adjoint"))
+        for bd in reversed(self.forward):
+            if bd.var in self.needed and bd.var in self.adj:
+                self._backward(bd)
+        grads = []
+        for v in self.require:
+            g = self._materialize(self.new[v]) if self.new[v] in self.adj else None
+            grads.append(g if g is not None else b.zeros(v.type, name=f"{v.name}_adjoint"))
+        body = Tuple([substitute(self.fn.body, self.new), Tuple(grads)])
+        params = [self.new[p] for p in self.fn.params]
+        return Function(params, [ir.Block(b.bindings)], body)
+
+    # ---------------------------------------------------------------- adjoint bookkeeping
+    def _contribute(self, var: Expr, g) -> None:
+        """Add gradient g (an expr, or for tuple values a list per field) to var's adjoint."""
+        if not isinstance(var, Var) or var not in self.needed:
+            if isinstance(var, Tuple):  # an inline tuple argument: one gradient per field
+                for field, gf in zip(var.fields, self._split(var, g), strict=True):
+                    if gf is not None:
+                        self._contribute(field, gf)
+            return
+        if isinstance(var.type, TupleType):
+            slots = self.adj.setdefault(var, [[] for _ in var.type.fields])
+            for i, gf in enumerate(self._split(var, g)):
+                if gf is not None:
+                    slots[i].append(gf)
+            return
+        if g.type.shape != var.type.shape:
+            g = self.b.call("collapse_sum_to", g, shape=var.type.shape)
+        self.adj.setdefault(var, []).append(g)
+
+    def _split(self, var: Expr, g) -> list:
+        if isinstance(g, (list, tuple)):
+            return list(g)
+        if isinstance(g, Tuple):
+            return list(g.fields)
+        return [self.b.get_item(g, i) for i in range(len(var.type.fields))]
+
+    def _materialize(self, var: Var):
+        """var's total adjoint as one expr (tuple values: a Tuple with zeros for missing fields)."""
+        entry = self.adj.get(var)
+        if entry is None:
+            return None
+        name = f"{var.name}_adjoint"
+        if isinstance(var.type, TupleType):
+            fields = []
+            for ftype, contribs in zip(var.type.fields, entry, strict=True):
+                fields.append(self._sum(contribs, name) if contribs else self.b.zeros(ftype, name))
+            return Tuple(fields)
+        total = self._sum(entry, name)
+        self.adj[var] = [total]
+        return total
+
+    def _sum(self, contribs: list, name: str):
+        total = contribs[0]
+        for c in contribs[1:]:
+            total = self.b.call("add", total, c, name=name)
+        return total
+
+    # ---------------------------------------------------------------- one backward step
+    def _backward(self, bd: Binding) -> None:
+        g = self._materialize(bd.var)
+        value = bd.value
+        if isinstance(value, Var):
+            self._contribute(value, g)
+        elif isinstance(value, TupleGetItem):
+            tup = value.tuple_value
+            fields = [None] * len(tup.type.fields)
+            fields[value.index] = g
+            self._contribute(tup, fields)
+        elif isinstance(value, Tuple):
+            for field, gf in zip(value.fields, self._split(value, g), strict=True):
+                self._contribute(field, gf)
+        elif isinstance(value, Call):
+            if not get_op(value.op).differentiable:
+                return
+            rule_builder = Builder()
+            grads = VJPS[value.op](rule_builder, value, bd.var, g)
+            self._emit_with_recompute(rule_builder.bindings)
+            for arg, ga in zip(value.args, grads, strict=True):
+                if isinstance(ga, Var) and ga in self.interior:
+                    ga = self._recompute(ga)
+                if ga is not None:
+                    self._contribute(arg, ga)
+
+    def _emit_with_recompute(self, bindings: list[Binding]) -> None:
+        """Append a rule's bindings, recomputing any checkpointed forward value they read."""
+        for bd in bindings:
+            mapping = {u: self._recompute(u) for u in free_vars(bd.value) if u in self.interior}
+            self.b.bindings.append(Binding(bd.var, substitute(bd.value, mapping) if mapping else bd.value))
+
+    def _recompute(self, var: Var) -> Var:
+        hit = self.recomputed.get(var)
+        if hit is None:
+            value = self.defs[var]
+            mapping = {u: self._recompute(u) for u in free_vars(value) if u in self.interior}
+            hit = self.b.emit(substitute(value, mapping), name=var.name)
+            self.recomputed[var] = hit
+        return hit
+
+
+def _blocks_gradient(value: Expr) -> bool:
+    return isinstance(value, Call) and not get_op(value.op).differentiable

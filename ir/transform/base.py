@@ -1,0 +1,41 @@
+"""The pass protocol: a pass is a callable `pass(mod) -> mod` that never mutates its input."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..nodes import Block, Function, IRModule
+
+Pass = Callable[[IRModule], IRModule]
+
+
+class Sequential:
+    """Apply passes in order: `Sequential([DeadCodeElimination(), ...])(mod)`."""
+
+    def __init__(self, passes: list[Pass]):
+        self.passes = list(passes)
+
+    def __call__(self, mod: IRModule) -> IRModule:
+        for p in self.passes:
+            mod = p(mod)
+        return mod
+
+
+class FunctionPass:
+    """A pass that rewrites every function (or those named) independently."""
+
+    def __init__(self, func_names: list[str] | None = None):
+        self.func_names = func_names
+
+    def __call__(self, mod: IRModule) -> IRModule:
+        out = mod
+        for name, fn in mod.items():
+            if self.func_names is None or name in self.func_names:
+                out = out.with_function(name, self.transform_function(fn))
+        return out
+
+    def transform_function(self, fn: Function) -> Function:
+        raise NotImplementedError  # subclasses define the rewrite
+
+
+def replace_bindings(fn: Function, bindings, body) -> Function:
+    return Function(list(fn.params), [Block(list(bindings), fn.blocks[0].is_dataflow)], body, dict(fn.attrs))

@@ -1,0 +1,183 @@
+"""SGD, Adam and AdamW with PyTorch's update rules, updating parameters in place from given gradients."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracer import Tensor
+from tracer.tensor import array_module_of
+
+
+def as_array(g, like=None):
+    """A gradient (array, Tensor or CuPy array) as an array of `like`'s array module and dtype."""
+    if isinstance(g, Tensor):
+        g = g._concrete("an optimizer's use")
+    if like is None:
+        return g if hasattr(g, "shape") and hasattr(g, "dtype") else np.asarray(g)
+    xp = array_module_of(like)
+    if xp is np and not isinstance(g, np.ndarray) and hasattr(g, "get"):
+        g = g.get()  # a CuPy gradient for a NumPy parameter
+    return xp.asarray(g, dtype=like.dtype)
+
+
+class Optimizer:
+    """Base class: holds the parameters (in order), `lr`, the step count and per-parameter state arrays."""
+
+    def __init__(self, params, lr: float):
+        self.params = list(params)
+        if not self.params:
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        if len({id(p) for p in self.params}) != len(self.params):
+            raise ValueError(f"{type(self).__name__}: a parameter appears more than once")
+        for i, p in enumerate(self.params):
+            if not isinstance(p, Tensor) or p._data is None or p.dtype not in ("float16", "float32", "float64"):
+                raise TypeError(f"{type(self).__name__}: parameter {i} must be a concrete floating-point Tensor")
+        _check_nonnegative(self, lr=lr)
+        self.lr = float(lr)
+        self.step_count = 0
+        self.state: list[dict] = [{} for _ in self.params]
+
+    def step(self, grads) -> None:
+        """Update every parameter in place from `grads`, given in the order of the parameters."""
+        grads = list(grads)
+        if len(grads) != len(self.params):
+            raise ValueError(f"{type(self).__name__}.step: got {len(grads)} gradients for {len(self.params)} "
+                             "parameters")
+        arrays = []
+        for i, (p, g) in enumerate(zip(self.params, grads, strict=True)):
+            g = as_array(g, p._data)
+            if g.shape != p.shape:
+                raise ValueError(f"{type(self).__name__}.step: gradient {i} has shape {tuple(g.shape)} but "
+                                 f"parameter {i} ({p._name or 'unnamed'}) has shape {p.shape}")
+            arrays.append(g)
+        self.step_count += 1
+        for p, g, state in zip(self.params, arrays, self.state, strict=True):
+            self._update(p._data, g, state)
+
+    def _update(self, p, g, state: dict) -> None:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        """{"lr", "step", "state": {"<param index>": {name: array}}}: copies, savable with nn.save."""
+        state = {str(i): {k: v.copy() for k, v in s.items()} for i, s in enumerate(self.state)}
+        return {"lr": self.lr, "step": self.step_count, "state": state}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore lr, the step count and the state arrays (hyperparameters come from the constructor)."""
+        saved = state_dict.get("state", {})
+        problems = []
+        new_state: list[dict] = [{} for _ in self.params]
+        for key, entry in saved.items():
+            if not (str(key).isdigit() and int(key) < len(self.params)):
+                problems.append(f"state for parameter {key!r}, but there are {len(self.params)} parameters")
+                continue
+            p = self.params[int(key)]
+            for name, value in entry.items():
+                value = as_array(value, p._data)
+                if value.shape != p.shape:
+                    problems.append(f"{name} of parameter {key}: shape {tuple(value.shape)}, expected {p.shape}")
+                new_state[int(key)][name] = value.copy()
+        if problems:
+            raise ValueError(f"{type(self).__name__}.load_state_dict: " + "; ".join(problems))
+        self.lr = float(state_dict["lr"])
+        self.step_count = int(state_dict["step"])
+        self.state = new_state
+
+
+def _check_nonnegative(opt, **values) -> None:
+    for name, v in values.items():
+        if not v >= 0.0:
+            raise ValueError(f"{type(opt).__name__}: {name} must be >= 0, got {v}")
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with optional momentum (torch.optim.SGD's rule):
+
+    g += weight_decay * p;  buf = momentum * buf + (1 - dampening) * g  (buf = g at the first step);
+    g = g + momentum * buf if nesterov else buf;  p -= lr * g
+    """
+
+    def __init__(self, params, lr: float, momentum: float = 0.0, dampening: float = 0.0, weight_decay: float = 0.0,
+                 nesterov: bool = False):
+        super().__init__(params, lr)
+        _check_nonnegative(self, momentum=momentum, weight_decay=weight_decay)
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening = 0")
+        self.momentum, self.dampening, self.weight_decay, self.nesterov = momentum, dampening, weight_decay, nesterov
+
+    def _update(self, p, g, state):
+        if self.weight_decay:
+            g = g + self.weight_decay * p
+        if self.momentum:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = g.copy()
+            else:
+                buf *= self.momentum
+                buf += (1 - self.dampening) * g
+            g = g + self.momentum * buf if self.nesterov else buf
+        p -= self.lr * g
+
+
+class Adam(Optimizer):
+    """Adam (torch.optim.Adam's rule): g += weight_decay * p; m, v moving averages of g and g*g;
+    p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)."""
+
+    decoupled = False
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
+        super().__init__(params, lr)
+        _check_nonnegative(self, eps=eps, weight_decay=weight_decay)
+        if not all(0.0 <= b < 1.0 for b in betas) or len(betas) != 2:
+            raise ValueError(f"{type(self).__name__}: betas must be two numbers in [0, 1), got {betas}")
+        self.betas, self.eps, self.weight_decay = tuple(float(b) for b in betas), eps, weight_decay
+
+    def _update(self, p, g, state):
+        beta1, beta2 = self.betas
+        if self.weight_decay and self.decoupled:
+            p *= 1 - self.lr * self.weight_decay
+        elif self.weight_decay:
+            g = g + self.weight_decay * p
+        if not state:
+            xp = array_module_of(p)
+            state["exp_avg"], state["exp_avg_sq"] = xp.zeros_like(p), xp.zeros_like(p)
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m += (1 - beta1) * (g - m)
+        v *= beta2
+        v += (1 - beta2) * g * g
+        t = self.step_count
+        step_size = self.lr / (1 - beta1 ** t)
+        denom = v ** 0.5 / math.sqrt(1 - beta2 ** t) + self.eps
+        p -= step_size * m / denom
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (torch.optim.AdamW's rule): p *= 1 - lr * weight_decay, then Adam."""
+
+    decoupled = True
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.01):
+        super().__init__(params, lr, betas, eps, weight_decay)
+
+
+def clip_grad_norm(grads, max_norm: float):
+    """Scale gradients so their global L2 norm is at most max_norm; returns (clipped_grads, total_norm).
+
+    Functional, unlike torch.nn.utils.clip_grad_norm_: here gradients are values returned by
+    autodiff.grad, not `.grad` attributes, so the clipped list is returned and the inputs are untouched.
+
+    >>> import numpy as np
+    >>> clipped, norm = clip_grad_norm([np.array([3.0, 4.0])], max_norm=1.0)
+    >>> norm, clipped[0].round(3).tolist()
+    (5.0, [0.6, 0.8])
+    """
+    arrays = [as_array(g) for g in grads]
+    total = math.sqrt(sum(float((a.astype("float64") ** 2).sum()) for a in arrays))
+    coef = max_norm / (total + 1e-6)
+    if coef >= 1.0:
+        return arrays, total
+    return [a * coef for a in arrays], total
+
+
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "clip_grad_norm"]

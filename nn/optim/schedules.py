@@ -1,0 +1,81 @@
+"""Learning-rate schedules: each sets `optimizer.lr` from its own step count."""
+from __future__ import annotations
+
+import math
+
+
+class LRSchedule:
+    """Base class: `step()` once per optimizer step (or per epoch); `lr_at(t)` is the rate after t steps."""
+
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+        self.base_lr = float(optimizer.lr)
+        self.last_step = 0
+        optimizer.lr = self.lr_at(0)
+
+    def lr_at(self, t: int) -> float:
+        raise NotImplementedError
+
+    @property
+    def lr(self) -> float:
+        return self.optimizer.lr
+
+    def step(self) -> None:
+        self.last_step += 1
+        self.optimizer.lr = self.lr_at(self.last_step)
+
+    def state_dict(self) -> dict:
+        return {"base_lr": self.base_lr, "last_step": self.last_step}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.base_lr, self.last_step = float(state["base_lr"]), int(state["last_step"])
+        self.optimizer.lr = self.lr_at(self.last_step)
+
+
+class StepLR(LRSchedule):
+    """lr = base_lr * gamma ** (t // step_size), as torch.optim.lr_scheduler.StepLR.
+
+    >>> from types import SimpleNamespace
+    >>> opt = SimpleNamespace(lr=1.0)
+    >>> s = StepLR(opt, step_size=2, gamma=0.5)
+    >>> [s.step() or opt.lr for _ in range(4)]
+    [1.0, 0.5, 0.5, 0.25]
+    """
+
+    def __init__(self, optimizer, step_size: int, gamma: float = 0.1):
+        if step_size < 1:
+            raise ValueError(f"StepLR: step_size must be >= 1, got {step_size}")
+        self.step_size, self.gamma = step_size, gamma
+        super().__init__(optimizer)
+
+    def lr_at(self, t: int) -> float:
+        return self.base_lr * self.gamma ** (t // self.step_size)
+
+
+class WarmupCosine(LRSchedule):
+    """Linear warm-up over `warmup_steps` (base_lr * (t + 1) / warmup_steps, so the first step already
+    moves), then a half cosine from base_lr at t = warmup_steps down to min_lr at t = total_steps, and
+    min_lr after.
+
+    >>> from types import SimpleNamespace
+    >>> opt = SimpleNamespace(lr=1.0)
+    >>> s = WarmupCosine(opt, warmup_steps=2, total_steps=4)
+    >>> [round(s.lr_at(t), 3) for t in range(6)]
+    [0.5, 1.0, 1.0, 0.5, 0.0, 0.0]
+    """
+
+    def __init__(self, optimizer, warmup_steps: int, total_steps: int, min_lr: float = 0.0):
+        if not 0 <= warmup_steps <= total_steps:
+            raise ValueError(f"WarmupCosine: need 0 <= warmup_steps <= total_steps, got {warmup_steps} and "
+                             f"{total_steps}")
+        self.warmup_steps, self.total_steps, self.min_lr = warmup_steps, total_steps, min_lr
+        super().__init__(optimizer)
+
+    def lr_at(self, t: int) -> float:
+        if t < self.warmup_steps:
+            return self.base_lr * (t + 1) / self.warmup_steps
+        progress = min(1.0, (t - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps))
+        return self.min_lr + (self.base_lr - self.min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+__all__ = ["LRSchedule", "StepLR", "WarmupCosine"]

@@ -1,0 +1,116 @@
+"""nn.save / nn.load: nested dicts of arrays in one .npz file, never pickled, written atomically.
+
+>>> import os, tempfile, numpy as np
+>>> path = os.path.join(tempfile.mkdtemp(), "ckpt.npz")
+>>> save({"model": {"fc.weight": np.ones((2, 2))}, "step": 3}, path)
+>>> state = load(path)
+>>> state["model"]["fc.weight"].shape, int(state["step"])
+((2, 2), 3)
+"""
+from __future__ import annotations
+
+import os
+import uuid
+
+import numpy as np
+
+from tracer import Tensor
+
+SEP = "/"  # joins nested keys; state-dict names use ".", so "/" never clashes with them
+MARKER = "__tracegrad_format__"
+FORMAT_VERSION = 1
+
+
+def _flatten(state, prefix: str, out: dict) -> None:
+    for key, value in state.items():
+        if not isinstance(key, str) or not key or SEP in key or key == MARKER:
+            raise ValueError(f"nn.save: key {prefix + str(key)!r} must be a non-empty string without {SEP!r}")
+        name = prefix + key
+        if isinstance(value, dict):
+            _flatten(value, name + SEP, out)
+            continue
+        if isinstance(value, Tensor):
+            value = value.numpy()
+        elif isinstance(value, (bool, int, float, np.number, np.bool_)):
+            value = np.asarray(value)
+        elif hasattr(value, "get") and not isinstance(value, np.ndarray):  # a CuPy array
+            value = value.get()
+        if not isinstance(value, np.ndarray) or value.dtype.hasobject:
+            raise TypeError(f"nn.save: {name!r} is a {type(value).__name__}; only arrays, Tensors, numbers and "
+                            "dicts of them can be saved")
+        out[name] = value
+
+
+def save(state: dict, path) -> None:
+    """Write a (nested) dict of arrays, Tensors and numbers to `path` as .npz, atomically: the data goes to a
+    temporary file in the same directory, is fsynced, then renamed over `path`, so a crash never leaves a
+    partial file."""
+    flat: dict[str, np.ndarray] = {}
+    _flatten(state, "", flat)
+    flat[MARKER] = np.asarray(FORMAT_VERSION)
+    path = os.fspath(path)
+    directory, base = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{base}.{uuid.uuid4().hex}.tmp")
+    # os.open with mode 0o666 lets the umask decide the permissions, as for any newly written file
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **flat)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory: str) -> None:
+    """Make the rename itself durable (POSIX); platforms that cannot open a directory skip it."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def load(path) -> dict:
+    """Read a file written by `save`: nested dicts of NumPy arrays (numbers come back as 0-d arrays).
+
+    Raises ValueError when the file is damaged (truncated, corrupted) or is not a tracegrad file, including
+    any file that would need pickle to read.
+    """
+    path = os.fspath(path)
+    try:
+        npz = np.load(path, allow_pickle=False)
+        if not isinstance(npz, np.lib.npyio.NpzFile):
+            raise ValueError("a single array, not an .npz archive")
+        with npz:
+            flat = {key: npz[key] for key in npz.files}
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except Exception as e:  # anything else that goes wrong while parsing the bytes means they are not ours
+        raise ValueError(f"nn.load: {path} is damaged or not a tracegrad file ({type(e).__name__}: {e})") from e
+    if MARKER not in flat:
+        raise ValueError(f"nn.load: {path} is damaged or not a tracegrad file (no {MARKER} entry)")
+    version = int(flat.pop(MARKER))
+    if version > FORMAT_VERSION:
+        raise ValueError(f"nn.load: {path} has format version {version}; this tracegrad reads up to "
+                         f"{FORMAT_VERSION}")
+    out: dict = {}
+    for name, value in flat.items():
+        *parents, leaf = name.split(SEP)
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+__all__ = ["load", "save"]
