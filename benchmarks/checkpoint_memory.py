@@ -18,6 +18,8 @@ deterministic. See `torch_step` for what is measured on the PyTorch side.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
 import sys
 import time
@@ -104,48 +106,24 @@ def compile_variant(weights: list[np.ndarray], x: np.ndarray, variant: str, segm
 # ---------------------------------------------------------------- PyTorch
 
 
-def torch_step(torch, weights, x, variant: str, segment: int = 4):
-    """One forward and backward in PyTorch; returns (loss, grads, saved_bytes, peak_bytes).
-
-    saved_bytes: the unique storages that autograd saved for backward (torch.autograd.graph
-    saved_tensors_hooks; under checkpointing, what the non-reentrant checkpoint keeps plus what each
-    recomputation saves while it is alive). peak_bytes: the highest sum of CPU allocations minus
-    frees seen by torch.profiler(profile_memory=True) during the step, plus the bytes of x and the
-    weights, which were allocated before it (tracegrad counts its arguments too).
-    """
+def torch_loss(torch, ws, xt, variant: str, segment: int = 4):
+    """The same model in PyTorch, with torch.utils.checkpoint (use_reentrant=False) for the regions."""
     from torch.utils.checkpoint import checkpoint, checkpoint_sequential
-
-    ws = [torch.tensor(w, requires_grad=True) for w in weights]
-    xt = torch.tensor(x)
-    storages: dict[int, int] = {}
-
-    def pack(t):
-        s = t.untyped_storage()
-        storages[s.data_ptr()] = s.nbytes()
-        return t
 
     def tblock(h, w):
         return h + torch.tanh(h @ w)
 
-    def forward():
-        h = xt
-        if variant == "none":
-            for w in ws:
-                h = tblock(h, w)
-        elif variant == "every":
-            for w in ws:
-                h = checkpoint(tblock, h, w, use_reentrant=False)
-        else:
-            mods = [_TorchBlock(torch, w) for w in ws]
-            h = checkpoint_sequential(torch.nn.Sequential(*mods), -(-len(mods) // segment), h, use_reentrant=False)
-        return (h * h).mean()
-
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            loss = forward()
-        loss.backward()
-    held = xt.nbytes + sum(w.nbytes for w in ws)
-    return float(loss), [w.grad.numpy() for w in ws], sum(storages.values()), held + _profiler_peak(prof)
+    h = xt
+    if variant == "none":
+        for w in ws:
+            h = tblock(h, w)
+    elif variant == "every":
+        for w in ws:
+            h = checkpoint(tblock, h, w, use_reentrant=False)
+    else:  # checkpoint_sequential leaves its last segment uncheckpointed, as our "segments" does
+        seq = torch.nn.Sequential(*[_TorchBlock(torch, w) for w in ws])
+        h = checkpoint_sequential(seq, -(-len(ws) // segment), h, use_reentrant=False)
+    return (h * h).mean()
 
 
 def _TorchBlock(torch, w):
@@ -156,15 +134,64 @@ def _TorchBlock(torch, w):
     return Block()
 
 
+def torch_memory(torch, weights, x, variant: str, segment: int = 4):
+    """One PyTorch forward and backward, measured: returns (grads, saved_bytes, peak_bytes).
+
+    saved_bytes: the unique storages autograd saved for backward, summed over the step (a
+    torch.autograd.graph.saved_tensors_hooks pack hook; under checkpointing that is what the
+    checkpoints keep plus what each recomputation saves while it runs). peak_bytes: the high-water
+    mark of the running sum of the CPU allocation and free events that torch.profiler
+    (profile_memory=True) records during the step, plus the bytes of x and the weights, which were
+    allocated before it (tracegrad's peak counts its arguments too).
+    """
+    ws = [torch.tensor(w, requires_grad=True) for w in weights]
+    xt = torch.tensor(x)
+    storages: dict[int, int] = {}
+
+    def pack(t):
+        s = t.untyped_storage()
+        storages[s.data_ptr()] = s.nbytes()
+        return t
+
+    with _quiet_stderr(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                                 profile_memory=True) as prof:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            loss = torch_loss(torch, ws, xt, variant, segment)
+        loss.backward()
+    held = xt.nbytes + sum(w.nbytes for w in ws)
+    return [w.grad.numpy() for w in ws], sum(storages.values()), held + _profiler_peak(prof)
+
+
 def _profiler_peak(prof) -> int:
-    """The highest running total of the profiler's CPU memory events (allocations +, frees -)."""
-    events = [e for e in prof.events() if e.name == "[memory]"]
-    events.sort(key=lambda e: e.time_range.start)
+    """The highest running total of the profiler's memory events (allocations +, frees -) in time order."""
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    events.sort(key=lambda e: e.start_ns())
     live = peak = 0
     for e in events:
-        live += e.cpu_memory_usage
+        live += e.nbytes()
         peak = max(peak, live)
     return peak
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """The profiler's native library logs its start and stop on file descriptor 2."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def torch_step(torch, ws, xt, variant: str, segment: int = 4) -> None:
+    """The step as timed: no profiler, no hooks."""
+    for w in ws:
+        w.grad = None
+    torch_loss(torch, ws, xt, variant, segment).backward()
 
 
 # ---------------------------------------------------------------- timing and report
@@ -208,10 +235,12 @@ def main(argv=None) -> None:
         torch = None
     if torch is not None:
         torch.set_num_threads(_numpy_threads())
-        torch_mem = {v: torch_step(torch, weights, x, v) for v in VARIANTS}
+        torch_mem = {v: torch_memory(torch, weights, x, v) for v in VARIANTS}
         for v in VARIANTS:
-            np.testing.assert_allclose(torch_mem[v][1][0], results["none"][1][0], rtol=1e-3, atol=1e-5)
-        steps.update({f"torch {v}": (lambda v=v: _torch_timed_step(torch, weights, x, v)) for v in VARIANTS})
+            np.testing.assert_allclose(torch_mem[v][0][0], results["none"][1][0], rtol=1e-3, atol=1e-5)
+        ws = [torch.tensor(w, requires_grad=True) for w in weights]
+        xt = torch.tensor(x)
+        steps.update({f"torch {v}": (lambda v=v: torch_step(torch, ws, xt, v)) for v in VARIANTS})
 
     medians = interleaved_medians(steps, repeats)
     print(f"\ntracegrad (executor peak_bytes, arguments included; step = one main_adjoint call, "
@@ -229,49 +258,12 @@ def main(argv=None) -> None:
           "allocations high-water mark + x and weights")
     print(f"{'variant':<10} {'saved MB':>9} {'vs none':>8} {'peak MB':>9} {'vs none':>8} {'step ms':>9} "
           f"{'time vs none':>13}")
-    base_saved, base_peak, base_t = torch_mem["none"][2], torch_mem["none"][3], medians["torch none"]
+    base_saved, base_peak, base_t = torch_mem["none"][1], torch_mem["none"][2], medians["torch none"]
     for v in VARIANTS:
-        _, _, saved, peak = torch_mem[v]
+        _, saved, peak = torch_mem[v]
         t = medians[f"torch {v}"]
         print(f"{v:<10} {saved / 2**20:9.2f} {saved / base_saved:8.3f} {peak / 2**20:9.2f} {peak / base_peak:8.3f} "
               f"{t * 1e3:9.2f} {t / base_t:13.3f}")
-
-
-def _torch_timed_step(torch, weights, x, variant):
-    """The step without the profiler or hooks, for timing."""
-    from torch.utils.checkpoint import checkpoint, checkpoint_sequential
-
-    ws = _torch_weights(torch, weights)
-    for w in ws:
-        w.grad = None
-    h = _torch_input(torch, x)
-    if variant == "none":
-        for w in ws:
-            h = h + torch.tanh(h @ w)
-    elif variant == "every":
-        for w in ws:
-            h = checkpoint(lambda h, w: h + torch.tanh(h @ w), h, w, use_reentrant=False)
-    else:
-        seq = torch.nn.Sequential(*[_TorchBlock(torch, w) for w in ws])
-        h = checkpoint_sequential(seq, -(-len(ws) // 4), h, use_reentrant=False)
-    (h * h).mean().backward()
-
-
-_torch_cache: dict = {}
-
-
-def _torch_weights(torch, weights):
-    key = ("w", id(weights))
-    if key not in _torch_cache:
-        _torch_cache[key] = [torch.tensor(w, requires_grad=True) for w in weights]
-    return _torch_cache[key]
-
-
-def _torch_input(torch, x):
-    key = ("x", id(x))
-    if key not in _torch_cache:
-        _torch_cache[key] = torch.tensor(x)
-    return _torch_cache[key]
 
 
 def _numpy_threads() -> int:

@@ -1,6 +1,7 @@
 """TVMScript text of a module, as Relax prints it; names are assigned here, deterministically."""
 from __future__ import annotations
 
+import keyword
 import math
 
 import numpy as np
@@ -33,7 +34,8 @@ class _Namer:
         self.counters: dict[str, int] = {}
 
     def bind(self, var: Var) -> str:
-        hint = var.name if var.name.isidentifier() and var.name not in ("R", "I", "T") else "v"
+        ok = var.name.isidentifier() and not keyword.iskeyword(var.name) and var.name not in ("R", "I", "T")
+        hint = var.name if ok else "v"
         name, n = hint, self.counters.get(hint, 0)
         if n or name in self.used:
             while True:

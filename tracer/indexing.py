@@ -44,7 +44,9 @@ def _classify(k):
                     "integer tensor or list")
 
 
-def _expand(x: Tensor, key) -> list[tuple[str, object]]:
+def _expand(x: Tensor, key) -> tuple[list[tuple[str, object]], bool]:
+    """The key's items with the ellipsis expanded, and whether its advanced items (ints and the array
+    index) sit side by side; NumPy counts an ellipsis between them as a gap even when it spans no axis."""
     items = [_classify(k) for k in (key if isinstance(key, tuple) else (key,))]
     kinds = [kind for kind, _ in items]
     if kinds.count("ellipsis") > 1:
@@ -55,15 +57,17 @@ def _expand(x: Tensor, key) -> list[tuple[str, object]]:
     used = sum(kind in ("int", "slice", "array") for kind in kinds)
     if used > x.ndim:
         raise IndexError(f"too many indices for a tensor of shape {x.shape}: {used} were indexed")
+    group = [i for i, kind in enumerate(kinds) if kind in ("int", "array")]
+    adjacent = not group or group == list(range(group[0], group[-1] + 1))
     if "ellipsis" in kinds:
         i = kinds.index("ellipsis")
         items[i:i + 1] = [("slice", slice(None))] * (x.ndim - used)
-    return items
+    return items, adjacent
 
 
 def getitem(x: Tensor, key) -> Tensor:
     """`x[key]` with NumPy's meaning for ints, slices, None, ... and a single integer-array index."""
-    items = _expand(x, key)
+    items, adjacent = _expand(x, key)
     sliced, int_axes = [], []
     array_axis, index = None, None
     ax = 0
@@ -96,8 +100,7 @@ def getitem(x: Tensor, key) -> Tensor:
         y = apply("take", [y, index], axis=pos)
         # NumPy counts ints as advanced indices too; when they are not adjacent to the array index, the
         # advanced dims move to the front of the result.
-        group = [i for i, (kind, _) in enumerate(items) if kind in ("int", "array")]
-        if group != list(range(group[0], group[-1] + 1)):
+        if not adjacent:
             front = index.ndim
             if pos:
                 rest = [a for a in range(y.ndim) if not pos <= a < pos + front]

@@ -113,10 +113,13 @@ def _im2col(xp, data, kernel, groups, strides, padding, dilation, out_hw):
 
 
 def _group_matmul(xp, a, b):
-    """a[i] @ b[i] for each group: NumPy's stacked matmul skips BLAS (10-100x slower than 2-d products)."""
+    """a[i] @ b[i] for each group, as C-contiguous 2-d products: NumPy runs stacked or transposed
+    operands through a loop instead of BLAS, 10-1000x slower at these shapes."""
+    def mm(i):
+        return xp.ascontiguousarray(a[i]) @ xp.ascontiguousarray(b[i])
     if a.shape[0] == 1:
-        return (a[0] @ b[0])[None]
-    return xp.stack([a[i] @ b[i] for i in range(a.shape[0])])
+        return mm(0)[None]
+    return xp.stack([mm(i) for i in range(a.shape[0])])
 
 
 def _grad_matrix(g, groups):

@@ -148,7 +148,7 @@ def _infer_concat(op, types, axis):
         raise op.error("cannot concatenate 0-d tensors (use stack)")
     ax = norm_axis(op, axis, first.ndim)
     for i, t in enumerate(ts[1:], 1):
-        if t.ndim != first.ndim or any(d != e for k, (d, e) in enumerate(zip(t.shape, first.shape, strict=True)) if k != ax):
+        if t.ndim != first.ndim or any(t.shape[k] != d for k, d in enumerate(first.shape) if k != ax):
             raise op.error(f"tensors[{i}] of shape {t.shape} does not match tensors[0] of shape {first.shape} "
                            f"outside axis {axis}")
     shape = list(first.shape)

@@ -1,0 +1,112 @@
+"""The executor: results, freeing after last use, peak bytes, op counts, argument checks, devices."""
+import numpy as np
+import pytest
+
+import ir
+import tracer
+from ir import Builder, TensorType, Var
+
+MIB = 1 << 20
+
+
+def chain(n):
+    def f(x):
+        for i in range(n):
+            x = tracer.tanh(x) if i % 2 else x * 1.5
+        return x
+    return f
+
+
+def test_chain_of_20_ops_on_1mib_peaks_under_4mib():
+    x = np.ones(MIB // 4, "float32")  # 1 MiB
+    mod = tracer.trace(chain(20), x)
+    ex = ir.Executor(mod)
+    out = ex["main"](x)
+    np.testing.assert_allclose(out, chain(20)(tracer.tensor(x)).numpy(), rtol=1e-6)
+    assert MIB * 2 <= ex.stats.peak_bytes < 4 * MIB  # argument + one live value at a time (+ the constant)
+    assert ex.stats.op_counts == {"multiply": 10, "tanh": 10}
+
+
+def test_without_freeing_the_same_chain_would_hold_everything():
+    # Returning every intermediate keeps them all alive: the peak counts all 20 results.
+    x = np.ones(MIB // 4, "float32")
+
+    def keep_all(x):
+        outs = [x]
+        for _ in range(20):
+            outs.append(tracer.tanh(outs[-1]))
+        return tuple(outs[1:])
+    ex = ir.Executor(tracer.trace(keep_all, x))
+    ex["main"](x)
+    assert ex.stats.peak_bytes >= 20 * MIB
+
+
+def test_identity_ops_and_views_are_not_counted_twice():
+    x = np.ones(MIB // 4, "float32")
+    mod = tracer.trace(lambda a: tracer.stop_gradient(tracer.reshape(a, (512, 512))) * 2.0, x)
+    ex = ir.Executor(mod)
+    ex["main"](x)
+    assert ex.stats.peak_bytes < 2.5 * MIB
+
+
+def test_argument_checks_name_the_parameter():
+    ex = ir.Executor(tracer.trace(lambda x, y: x + y, tracer.spec((2, 3)), tracer.spec((3,))))
+    with pytest.raises(ValueError, match="argument y expects shape \\(3,\\) and dtype float32, got shape \\(4,\\)"):
+        ex["main"](np.ones((2, 3), "float32"), np.ones(4, "float32"))
+    with pytest.raises(ValueError, match="dtype float32, got shape \\(3,\\) and dtype float64"):
+        ex["main"](np.ones((2, 3), "float32"), np.ones(3))
+    with pytest.raises(TypeError, match="takes 2 argument"):
+        ex["main"](np.ones((2, 3), "float32"))
+
+
+def test_unknown_function_and_device():
+    mod = tracer.trace(lambda x: x * 2.0, tracer.spec((2,)))
+    with pytest.raises(KeyError, match="no function named 'other'"):
+        ir.Executor(mod)["other"]
+    with pytest.raises(ValueError, match='device must be "cpu" or "cuda"'):
+        ir.Executor(mod, device="tpu")
+
+
+def test_cuda_without_cupy_is_a_clear_error():
+    try:
+        import cupy  # noqa: F401
+        pytest.skip("CuPy is installed; see test_cuda_matches_cpu")
+    except ImportError:
+        pass
+    with pytest.raises(RuntimeError, match="needs CuPy"):
+        ir.Executor(tracer.trace(lambda x: x * 2.0, tracer.spec((2,))), device="cuda")
+
+
+def _gpu_available():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+@pytest.mark.skipif(not _gpu_available(), reason="needs CuPy and an NVIDIA GPU")
+def test_cuda_matches_cpu():
+    import cupy
+
+    from tests.cases import all_cases
+    for case in all_cases():
+        mod = tracer.trace(lambda *xs, case=case: case.fn(*xs, **case.kwargs), *case.inputs)
+        cpu = ir.Executor(mod)["main"](*case.inputs)
+        gpu = ir.Executor(mod, device="cuda")["main"](*[cupy.asarray(a) for a in case.inputs])
+        flat_cpu = cpu if isinstance(cpu, tuple) else (cpu,)
+        flat_gpu = gpu if isinstance(gpu, tuple) else (gpu,)
+        for c, g in zip(flat_cpu, flat_gpu, strict=True):
+            np.testing.assert_allclose(cupy.asnumpy(g), c, rtol=1e-4, atol=1e-5, err_msg=case.name)
+
+
+def test_tuple_values_and_alias_bindings():
+    x = Var("x", TensorType((4,)))
+    b = Builder()
+    t = b.tuple([x, b.call("exp", x)])
+    first = b.get_item(t, 1)
+    alias = b.emit(first, name="alias")
+    fn = b.function([x], ir.Tuple([alias, t]))
+    out = ir.Executor(ir.IRModule({"main": fn}))["main"](np.zeros(4, "float32"))
+    np.testing.assert_array_equal(out[0], np.ones(4))
+    assert isinstance(out[1], tuple) and len(out[1]) == 2
