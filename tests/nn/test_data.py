@@ -23,6 +23,7 @@ def test_batches_shuffle_keeps_rows_aligned_and_seed_fixes_order():
     assert sorted(order.tolist()) == list(range(15)) and order.tolist() != list(range(15))
     for (ax, ay), (bx, by) in zip(a, b, strict=True):
         np.testing.assert_array_equal(ax[:, 0] // 2, ay)
+        np.testing.assert_array_equal(ax, bx)
         np.testing.assert_array_equal(ay, by)
     c = np.concatenate([by for _, by in nn.data.batches([x, y], 5, seed=2)])
     assert c.tolist() != order.tolist()
