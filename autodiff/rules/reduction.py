@@ -19,9 +19,7 @@ def _axes(call) -> tuple[int, ...]:
 def _keepdims(b, call, value):
     """`value` (shaped like the reduction's output) reshaped to the keepdims shape, ready to broadcast."""
     shape = tuple(1 if i in _axes(call) else d for i, d in enumerate(call.args[0].type.shape))
-    if value.type.shape in (shape, ()):  # a 0-d value broadcasts as it is
-        return value
-    return b.call("reshape", value, shape=shape)
+    return value if value.type.shape == shape else b.call("reshape", value, shape=shape)
 
 
 def _count(call) -> int:

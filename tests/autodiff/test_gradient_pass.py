@@ -271,3 +271,9 @@ def test_ties_split_evenly_and_kinks_follow_pytorch():
         mod = tracer.trace(lambda a, fn=fn: fn(a).sum(), tracer.spec((3,)))
         _, (g,) = ir.Executor(adjoint(mod, "main"))["main_adjoint"](x)
         np.testing.assert_array_equal(g, expected)
+
+
+def test_stop_gradient_blocks_the_gradient():
+    mod = tracer.trace(lambda x: (tracer.stop_gradient(x) * x).sum(), tracer.spec((2,)))
+    _, (g,) = ir.Executor(adjoint(mod, "main"))["main_adjoint"](np.array([2.0, 3.0], "float32"))
+    np.testing.assert_array_equal(g, [2.0, 3.0])  # d/dx (c * x) with c = x held constant

@@ -57,3 +57,5 @@ for _op, _np in [("less", np.less), ("less_equal", np.less_equal), ("greater", n
     CASES.append(OpCase(_op, getattr(T, _op), _np, [rand(3, 4), rand(4, seed=1)], (_op,), grad=False))
 CASES.append(OpCase("equal_ties", T.equal, np.equal, [np.array([1, 2, 3], "int64"), np.array([1, 0, 3], "int64")],
                     ("equal",), grad=False))
+# stop_gradient is the identity forward; its gradient (none) is checked in test_gradient_pass.py
+CASES.append(OpCase("stop_gradient", T.stop_gradient, lambda a: a, [rand(2, 3)], ("grad.stop_gradient",), grad=False))
