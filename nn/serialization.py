@@ -44,7 +44,7 @@ def _flatten(state, prefix: str, out: dict) -> None:
 def save(state: dict, path) -> None:
     """Write a (nested) dict of arrays, Tensors and numbers to `path` as .npz, atomically: the data goes to a
     temporary file in the same directory, is fsynced, then renamed over `path`, so a crash never leaves a
-    partial file."""
+    partial file. Nested keys are joined with "/" (which keys may not contain); empty dicts are not kept."""
     flat: dict[str, np.ndarray] = {}
     _flatten(state, "", flat)
     flat[MARKER] = np.asarray(FORMAT_VERSION)

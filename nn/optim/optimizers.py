@@ -40,6 +40,9 @@ class Optimizer:
 
     def step(self, grads) -> None:
         """Update every parameter in place from `grads`, given in the order of the parameters."""
+        if isinstance(grads, (Tensor, np.ndarray)) or not hasattr(grads, "__iter__"):
+            raise TypeError(f"{type(self).__name__}.step: pass a list of gradients (one per parameter), got "
+                            f"{type(grads).__name__}")
         grads = list(grads)
         if len(grads) != len(self.params):
             raise ValueError(f"{type(self).__name__}.step: got {len(grads)} gradients for {len(self.params)} "

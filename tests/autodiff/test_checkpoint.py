@@ -20,13 +20,14 @@ def no_checkpoint():
     return contextlib.nullcontext()
 
 
-def run_adjoint(fn, *arrays, target_index=0, **gradient_kwargs):
-    """Trace fn, add and clean up its adjoint, run it: ((value, grads), executor stats, module)."""
-    mod = tracer.trace(fn, *arrays)
-    mod = ir.transform.cleanup()(Gradient("main", target_index=target_index, **gradient_kwargs)(mod))
+def run_adjoint(fn, *arrays, target_index=0):
+    """Trace fn, add and clean up its adjoint (every float argument and captured tensor), run it:
+    ((value, grads), executor stats, module)."""
+    traced = tracer.trace_function(fn, arrays)
+    mod = ir.transform.cleanup()(Gradient("main", target_index=target_index)(traced.mod))
     ir.verify(mod)
     ex = ir.Executor(mod)
-    out = ex["main_adjoint"](*arrays)
+    out = ex["main_adjoint"](*arrays, *[t.numpy() for t in traced.captured])
     return out, ex.stats, mod
 
 
@@ -267,8 +268,7 @@ class Module:
             loss: R.Tensor((), dtype="float32") = R.sum(sq, axis=None, keepdims=False)
             # sum, then square (its two equal products merged by CSE: they lie outside the regions)
             loss_adjoint: R.Tensor((), dtype="float32") = R.ones(R.shape([]), dtype="float32")
-            g1: R.Tensor((1,), dtype="float32") = R.reshape(loss_adjoint, R.shape([1]))
-            sq_adjoint: R.Tensor((3,), dtype="float32") = R.broadcast_to(g1, R.shape([3]))
+            sq_adjoint: R.Tensor((3,), dtype="float32") = R.broadcast_to(loss_adjoint, R.shape([3]))
             g2: R.Tensor((3,), dtype="float32") = R.multiply(sq_adjoint, h2_out)
             h2_adjoint: R.Tensor((3,), dtype="float32") = R.add(g2, g2)
             # region 2 backward: tanh's VJP needs t2, recomputed here from the kept h1_in and w2_in

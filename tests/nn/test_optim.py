@@ -112,6 +112,8 @@ def test_step_errors_name_the_parameter_and_shapes():
         opt.step([np.zeros((3, 4)), np.zeros(5)])
     with pytest.raises(ValueError, match="1 gradients for 2 parameters"):
         opt.step([np.zeros((3, 4))])
+    with pytest.raises(TypeError, match="list of gradients"):
+        opt.step(tracer.tensor(np.zeros((3, 4))))  # one Tensor would otherwise iterate over its rows
     assert opt.step_count == 0
 
 
@@ -146,6 +148,17 @@ def test_state_dict_resumes_the_same_trajectory(name):
         opt2.step([_grad(k, i, p.numpy()) for i, p in enumerate(resumed)])
     for a, b in zip(full, resumed, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_state_dict_survives_save_and_load(tmp_path):
+    for cls, kwargs in [(optim.SGD, dict(lr=0.1)), (optim.SGD, dict(lr=0.1, momentum=0.9)), (optim.Adam, {})]:
+        params, opt = _run(cls, kwargs, steps=2)
+        nn.save(opt.state_dict(), tmp_path / "opt.npz")
+        again = cls([nn.Parameter(p.numpy()) for p in params], **kwargs)
+        again.load_state_dict(nn.load(tmp_path / "opt.npz"))
+        assert again.step_count == 2 and again.lr == opt.lr
+        for a, b in zip(opt.state, again.state, strict=True):
+            assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
 
 def test_load_state_dict_rejects_mismatches():
