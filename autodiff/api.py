@@ -46,6 +46,7 @@ class _Compiled:
     captured: list[Tensor]
     out_tree: object
     grad_slots: list[int | None]  # for each wrt leaf: its index among require_grads, or None (no use)
+    guards_hold: object  # () -> bool: the Python values the trace read (model.training) are unchanged
 
 
 class _GradFunction:
@@ -59,15 +60,17 @@ class _GradFunction:
                 raise TypeError(f"wrt[{i}] is a traced value; name concrete tensors (weights or arguments)")
             if t.dtype not in ir.FLOAT_DTYPES:
                 raise TypeError(f"wrt[{i}] has dtype {t.dtype}; only floating-point tensors have gradients")
-        self.cache: dict[tuple, _Compiled] = {}
+        self.cache: dict[tuple, list[_Compiled]] = {}
         self.leaf_index = {id(t): i for i, t in enumerate(self.leaves)}
 
     def __call__(self, *args):
         # Which argument is which wrt leaf is part of the signature; any other tensor only by type.
         key = tuple(_signature(a, self.leaf_index) for a in args)
-        compiled = self.cache.get(key)
+        entries = self.cache.setdefault(key, [])
+        compiled = next((c for c in entries if c.guards_hold()), None)
         if compiled is None:
-            compiled = self.cache[key] = self._compile(args)
+            compiled = self._compile(args)
+            entries.append(compiled)
         return self._run(compiled, args)
 
     def _compile(self, args) -> _Compiled:
@@ -94,7 +97,7 @@ class _GradFunction:
         mod = Gradient("main", require_grads=require, target_index=0)(traced.mod)
         mod = ir.transform.cleanup()(mod)
         ir.verify(mod)
-        return _Compiled(mod, Executor(mod), traced.captured, traced.out_tree, slots)
+        return _Compiled(mod, Executor(mod), traced.captured, traced.out_tree, slots, traced.guards_hold)
 
     def _check_output(self, traced) -> None:
         body = traced.mod["main"].body

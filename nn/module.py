@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+import tracer
 from tracer import Tensor
 
 
@@ -60,7 +61,7 @@ class Module:
     def __init__(self):
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_modules", {})
-        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_training", True)
 
     def __setattr__(self, name: str, value) -> None:
         if "_parameters" not in self.__dict__:
@@ -127,10 +128,16 @@ class Module:
         return [p for _, p in self.named_parameters()]
 
     # ------------------------------------------------------------ modes
+    @property
+    def training(self) -> bool:
+        """Training mode. Read inside a trace, it becomes a guard of the compiled function, so
+        switching with train()/eval() retraces once per mode instead of replaying a stale trace."""
+        return tracer.guard(lambda: self._training)
+
     def train(self, mode: bool = True) -> Module:
         """Set training mode (dropout active) on this module and every descendant."""
         for m in self.modules():
-            object.__setattr__(m, "training", bool(mode))
+            object.__setattr__(m, "_training", bool(mode))
         return self
 
     def eval(self) -> Module:

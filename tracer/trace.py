@@ -36,6 +36,7 @@ class TraceContext:
         self.builder = Builder()
         self.captured: dict[int, tuple[Tensor, Var]] = {}
         self.regions: list[tuple[int, int]] = []
+        self.guards: list[tuple[object, object]] = []
         self._region_depth = 0
         self._region_start = 0
 
@@ -68,6 +69,11 @@ class Traced:
     mod: IRModule
     captured: list[Tensor]
     out_tree: object
+    guards: list[tuple[object, object]]
+
+    def guards_hold(self) -> bool:
+        """True while every Python value the trace depended on (see `guard`) is unchanged."""
+        return all(getter() == value for getter, value in self.guards)
 
 
 def trace(fn, *args) -> IRModule:
@@ -122,7 +128,7 @@ def trace_function(fn, args, names=None) -> Traced:
     captured = [t for t, _ in ctx.captured.values()]
     all_params = params + [v for _, v in ctx.captured.values()]
     fn_ir = ir.Function(all_params, [ir.Block(bindings)], body)
-    return Traced(IRModule({"main": fn_ir}), captured, tree)
+    return Traced(IRModule({"main": fn_ir}), captured, tree, ctx.guards)
 
 
 def _flatten_output(out, ctx):
@@ -179,6 +185,25 @@ def _insert_checkpoint_markers(bindings, regions, body):
     return out, substitute(body, outer)
 
 
+def guard(getter):
+    """Read a Python value that a traced function's structure depends on, and record it.
+
+    `grad`/`value_and_grad` replay a compiled trace only while every guarded value is unchanged, and
+    trace again otherwise (nn.Module.training is read this way, so `model.eval()` is seen).
+
+    >>> flag = {"on": True}
+    >>> guard(lambda: flag["on"])
+    True
+    """
+    from .tensor import active_trace
+
+    value = getter()
+    ctx = active_trace()
+    if ctx is not None:
+        ctx.guards.append((getter, value))
+    return value
+
+
 class checkpoint(contextlib.ContextDecorator):
     """Mark a region whose values the backward pass recomputes instead of keeping.
 
@@ -214,4 +239,4 @@ def _run_checkpointed(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
-__all__ = ["Spec", "Traced", "TraceError", "checkpoint", "spec", "trace", "trace_function", "unflatten_output"]
+__all__ = ["Spec", "Traced", "TraceError", "checkpoint", "guard", "spec", "trace", "trace_function", "unflatten_output"]

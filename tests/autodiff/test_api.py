@@ -115,3 +115,23 @@ def test_gradcheck_passes_and_reports_failures():
             autodiff.gradcheck(lambda x: tracer.sin(x).sum(), tracer.tensor([0.3, 0.5]))
     finally:
         VJPS["sin"] = original
+
+
+def test_guarded_python_state_retraces_once_per_value(monkeypatch):
+    calls = []
+    real = api.trace_function
+    monkeypatch.setattr(api, "trace_function", lambda *a, **k: calls.append(1) or real(*a, **k))
+    w = tracer.tensor(np.ones(3, "float32"))
+    mode = {"double": False}
+
+    def f(x):
+        scale = 2.0 if tracer.guard(lambda: mode["double"]) else 1.0
+        return (x * w * scale).sum()
+    step = autodiff.grad(f, wrt=[w])
+    x = np.ones(3, "float32")
+    assert step(x)[0].numpy().tolist() == [1.0, 1.0, 1.0]
+    mode["double"] = True
+    assert step(x)[0].numpy().tolist() == [2.0, 2.0, 2.0]
+    mode["double"] = False
+    assert step(x)[0].numpy().tolist() == [1.0, 1.0, 1.0]
+    assert len(calls) == 2  # one trace per guarded value, then replays

@@ -1,0 +1,105 @@
+"""Train a classifier on the bundled 8x8 handwritten digits, the tracegrad way.
+
+    python examples/train_digits.py                 # MLP, >= 97% test accuracy in seconds on a laptop CPU
+    python examples/train_digits.py --model cnn     # Conv2d -> ReLU -> MaxPool2d -> ... -> Linear
+    python examples/train_digits.py --fast          # two short epochs on a subset (what CI runs)
+
+The training step is traced, differentiated by the Gradient pass and compiled once (per batch shape),
+then replayed every step with the model's current weights; evaluation runs eagerly.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a script from a checkout: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import autodiff  # noqa: E402
+import nn  # noqa: E402
+import tracer  # noqa: E402
+from nn import functional as F  # noqa: E402
+from nn import optim  # noqa: E402
+
+# per model: (epochs, learning rate); both reach >= 97% test accuracy with batch size 32
+DEFAULTS = {"mlp": (20, 3e-3), "cnn": (15, 3e-3)}
+
+
+def make_model(kind: str) -> nn.Module:
+    """A two-layer MLP, or a small CNN over (N, 1, 8, 8) images."""
+    if kind == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),   # (N, 16, 4, 4)
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),  # (N, 32, 2, 2)
+        nn.Flatten(), nn.Linear(32 * 2 * 2, 10))
+
+
+def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
+    """Eager evaluation: with dropout-free models eval() changes nothing, but it is the habit to keep."""
+    model.eval()
+    logits = model(tracer.tensor(x)).numpy()
+    model.train()
+    return float((logits.argmax(axis=1) == y).mean())
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Train an MLP or a small CNN on the bundled 8x8 digits.")
+    p.add_argument("--model", choices=sorted(DEFAULTS), default="mlp", help="which model (default: mlp)")
+    p.add_argument("--epochs", type=int, default=None, help="epochs (default: mlp 20, cnn 15)")
+    p.add_argument("--batch-size", type=int, default=32, help="mini-batch size (default: 32)")
+    p.add_argument("--lr", type=float, default=None, help="peak Adam learning rate (default: 3e-3)")
+    p.add_argument("--seed", type=int, default=0, help="seed for the weights and the batch order (default: 0)")
+    p.add_argument("--fast", action="store_true", help="two short epochs on a subset, for CI (no accuracy target)")
+    args = p.parse_args(argv)
+    if (args.epochs is not None and args.epochs < 1) or args.batch_size < 1:
+        p.error("--epochs and --batch-size must be at least 1")
+    return args
+
+
+def main(argv=None) -> float:
+    args = parse_args(argv)
+    epochs, lr = DEFAULTS[args.model]
+    epochs = 2 if args.fast and args.epochs is None else (args.epochs or epochs)
+    lr = args.lr or lr
+
+    (x_train, y_train), (x_test, y_test) = nn.data.load_digits()
+    if args.fast:
+        x_train, y_train = x_train[:256], y_train[:256]
+    if args.model == "cnn":  # NCHW with one channel
+        x_train, x_test = x_train[:, None], x_test[:, None]
+
+    np.random.seed(args.seed)  # nn.init draws from NumPy's global generator
+    model = make_model(args.model)
+    opt = optim.Adam(model.parameters(), lr=lr)
+    steps_per_epoch = len(x_train) // args.batch_size
+    schedule = optim.WarmupCosine(opt, warmup_steps=0, total_steps=epochs * steps_per_epoch)
+    step = autodiff.value_and_grad(lambda x, y: F.cross_entropy(model(x), y), wrt=model.parameters())
+
+    n_params = sum(p.numpy().size for p in model.parameters())
+    print(f"digits: {len(x_train)} train / {len(x_test)} test images, model {args.model} ({n_params} parameters), "
+          f"{epochs} epochs of {steps_per_epoch} steps")
+    start = time.perf_counter()
+    for epoch in range(1, epochs + 1):
+        t0, losses = time.perf_counter(), []
+        # drop_last keeps one batch shape, so the step is traced and compiled exactly once
+        batches = nn.data.batches((x_train, y_train), args.batch_size, seed=args.seed * 1000 + epoch, drop_last=True)
+        for x, y in batches:
+            loss, grads = step(x, y)
+            opt.step(grads)
+            schedule.step()
+            losses.append(loss.item())
+        rate = len(losses) / (time.perf_counter() - t0)  # epoch 1 includes tracing and compiling
+        acc = accuracy(model, x_test, y_test)
+        print(f"epoch {epoch:3d}  train loss {np.mean(losses):.4f}  test accuracy {acc:.2%}  {rate:7.1f} steps/s")
+    wall = time.perf_counter() - start
+    print(f"final test accuracy {acc:.2%}  wall time {wall:.1f} s")
+    return acc
+
+
+if __name__ == "__main__":
+    main()
