@@ -62,6 +62,21 @@ class _GradFunction:
                 raise TypeError(f"wrt[{i}] has dtype {t.dtype}; only floating-point tensors have gradients")
         self.cache: dict[tuple, list[_Compiled]] = {}
         self.leaf_index = {id(t): i for i, t in enumerate(self.leaves)}
+        self.last: _Compiled | None = None
+
+    @property
+    def module(self) -> IRModule:
+        """The module (main and the cleaned-up main_adjoint) that the last call ran."""
+        if self.last is None:
+            raise RuntimeError("no call yet: the module is traced on the first call")
+        return self.last.mod
+
+    @property
+    def stats(self) -> ir.Stats:
+        """The executor's stats of the last call: peak bytes held at once, op counts."""
+        if self.last is None:
+            raise RuntimeError("no call yet: the module is traced on the first call")
+        return self.last.executor.stats
 
     def __call__(self, *args):
         # Which argument is which wrt leaf is part of the signature; any other tensor only by type.
@@ -71,6 +86,7 @@ class _GradFunction:
         if compiled is None:
             compiled = self._compile(args)
             entries.append(compiled)
+        self.last = compiled
         return self._run(compiled, args)
 
     def _compile(self, args) -> _Compiled:

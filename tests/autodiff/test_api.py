@@ -135,3 +135,13 @@ def test_guarded_python_state_retraces_once_per_value(monkeypatch):
     mode["double"] = False
     assert step(x)[0].numpy().tolist() == [1.0, 1.0, 1.0]
     assert len(calls) == 2  # one trace per guarded value, then replays
+
+
+def test_module_and_stats_of_the_last_call():
+    w, b = weights()
+    step = autodiff.value_and_grad(loss_fn(w, b), wrt=[w])
+    with pytest.raises(RuntimeError, match="no call yet"):
+        step.stats
+    step(X)
+    assert "main_adjoint" in step.module and step.stats.peak_bytes > 0
+    assert step.stats.op_counts["tanh"] == 1
