@@ -13,11 +13,10 @@ import numpy as np
 import ir
 from ir import Executor, IRModule
 from tracer import Tensor
+from tracer.rng import draw_seed
 from tracer.trace import Spec, arg_type, trace_function
 
 from .gradient import Gradient
-
-_seed_rng = np.random.default_rng()
 
 
 def _flatten_wrt(wrt):
@@ -128,7 +127,7 @@ class _GradFunction:
         feed = [_array(a) for a in args if arg_type(a) is not None]
         for t in c.captured:
             if t._fresh_seed:  # a dropout without a seed: a fresh mask every step
-                t._data = np.asarray(_seed_rng.integers(0, 2**62), dtype=t.dtype)
+                t._data = draw_seed()
             feed.append(t._data)
         value, grads = c.executor["main_adjoint"](*feed)
         out = []

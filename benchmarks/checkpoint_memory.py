@@ -234,7 +234,7 @@ def main(argv=None) -> None:
     except ImportError:
         torch = None
     if torch is not None:
-        torch.set_num_threads(_numpy_threads())
+        torch.set_num_threads(numpy_threads())
         torch_mem = {v: torch_memory(torch, weights, x, v) for v in VARIANTS}
         for v in VARIANTS:
             np.testing.assert_allclose(torch_mem[v][0][0], results["none"][1][0], rtol=1e-3, atol=1e-5)
@@ -266,7 +266,7 @@ def main(argv=None) -> None:
               f"{t * 1e3:9.2f} {t / base_t:13.3f}")
 
 
-def _numpy_threads() -> int:
+def numpy_threads() -> int:
     """The thread count NumPy's BLAS uses (threadpoolctl when present, else the CPU count)."""
     try:
         from threadpoolctl import threadpool_info

@@ -34,6 +34,7 @@ from .math import (
     where,
 )
 from .nn_functions import *  # noqa: F401,F403  (each module lists its public names in __all__)
+from .rng import manual_seed
 from .shape import *  # noqa: F401,F403
 from .tensor import Tensor, TraceError
 from .trace import Spec, Traced, checkpoint, guard, spec, trace, trace_function, unflatten_output
@@ -58,7 +59,8 @@ def _install_methods():
 _install_methods()
 
 __all__ = _shape.__all__ + _nn_functions.__all__ + [
-    "Spec", "Tensor", "TraceError", "Traced", "abs", "add", "astype", "checkpoint", "guard", "cos", "divide", "equal",
+    "Spec", "Tensor", "TraceError", "Traced", "abs", "add", "astype", "checkpoint", "cos", "divide", "equal",
+    "guard", "manual_seed",
     "exp", "gelu", "greater", "greater_equal", "less", "less_equal", "log", "maximum", "minimum", "multiply",
     "negative", "not_equal", "power", "relu", "rsqrt", "sigmoid", "silu", "sin", "spec", "sqrt", "stop_gradient",
     "subtract", "tanh", "tensor", "trace", "trace_function", "unflatten_output", "where",

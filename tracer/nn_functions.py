@@ -10,13 +10,13 @@ import numbers
 import numpy as np
 
 from .math import add, as_tensor
+from .rng import draw_seed
 from .tensor import Tensor, active_trace, apply
 
 __all__ = ["avg_pool2d", "conv2d", "cross_entropy_with_logits", "dropout", "layer_norm", "log_softmax",
            "max_pool2d", "nll_loss", "softmax"]
 
 # seed=None dropout draws its seeds here; eager calls and every traced step get a fresh one
-_seed_rng = np.random.default_rng()
 
 
 def softmax(x, axis: int = -1) -> Tensor:
@@ -92,7 +92,7 @@ def dropout(x, p: float, *, seed=None, training: bool = True) -> Tensor:
     if not training or float(p) == 0.0:
         return x
     if seed is None:
-        seed_tensor = Tensor(np.asarray(_seed_rng.integers(2**63 - 1), dtype="int64"), name="seed")
+        seed_tensor = Tensor(draw_seed(), name="seed")
         if active_trace() is not None:
             seed_tensor._fresh_seed = True  # the tracer makes it a parameter that grad() redraws per call
     elif isinstance(seed, Tensor):

@@ -141,7 +141,7 @@ def test_module_and_stats_of_the_last_call():
     w, b = weights()
     step = autodiff.value_and_grad(loss_fn(w, b), wrt=[w])
     with pytest.raises(RuntimeError, match="no call yet"):
-        step.stats
+        _ = step.stats
     step(X)
     assert "main_adjoint" in step.module and step.stats.peak_bytes > 0
     assert step.stats.op_counts["tanh"] == 1
