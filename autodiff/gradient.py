@@ -226,9 +226,12 @@ class _AdjointBuilder:
             rule_builder = Builder()
             grads = VJPS[value.op](rule_builder, value, bd.var, g)
             self._emit_with_recompute(rule_builder.bindings)
+            emitted = {b.var for b in rule_builder.bindings}
             for arg, ga in zip(value.args, grads, strict=True):
                 if isinstance(ga, Var) and ga in self.interior:
                     ga = self._recompute(ga)
+                if isinstance(ga, Var) and ga in emitted and isinstance(arg, Var) and ga.name == "lv":
+                    ga.name = f"{arg.name}_adjoint"  # readable text: lv1's gradient prints as lv1_adjoint
                 if ga is not None:
                     self._contribute(arg, ga)
 
