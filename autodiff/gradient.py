@@ -120,7 +120,10 @@ class _AdjointBuilder:
         self.forward = list(self.b.bindings)
         self.defs = {bd.var: bd.value for bd in self.forward}
         self.interior = checkpoint_interior(self.forward)
-        self.recomputed: dict[Var, Var] = {}
+        # A region output is kept through its end marker: reading that copy needs no recomputation.
+        self.recomputed: dict[Var, Var] = {
+            bd.value.args[0]: bd.var for bd in self.forward
+            if isinstance(bd.value, Call) and bd.value.op == "grad.end_checkpoint" and isinstance(bd.value.args[0], Var)}
         self.adj: dict[Var, list] = {}
         self.needed = self._needed()
 

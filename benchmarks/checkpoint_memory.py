@@ -25,10 +25,14 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+if __name__ == "__main__":
+    # OpenBLAS (NumPy's BLAS) keeps its worker threads spinning a while after each call; in one process
+    # on 2 cores they stole PyTorch's cores (its MLP step took twice as long right after a NumPy step).
+    # A short spin removed that; set the variable yourself to override it.
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # make the repository importable
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np  # noqa: E402
 
 import autodiff  # noqa: E402
 import ir  # noqa: E402
@@ -197,11 +201,19 @@ def torch_step(torch, ws, xt, variant: str, segment: int = 4) -> None:
 # ---------------------------------------------------------------- timing and report
 
 
-def interleaved_medians(steps: dict, repeats: int) -> dict[str, float]:
-    """Run every step once per round, `repeats` rounds, and return each one's median seconds."""
+def interleaved_medians(steps: dict, repeats: int, warm: int = 1) -> dict[str, float]:
+    """Each round runs every step in turn, `warm` untimed calls and then one timed call; returns each
+    step's median seconds over `repeats` rounds.
+
+    Interleaving spreads drift in the machine's load over all steps alike; the untimed calls first
+    let each one reach its steady state after the others ran (allocator and cache state are shared
+    by every framework in the process), as in a training loop that calls the same step repeatedly.
+    """
     times: dict[str, list[float]] = {k: [] for k in steps}
     for _ in range(repeats):
         for name, fn in steps.items():
+            for _ in range(warm):
+                fn()
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
@@ -244,7 +256,7 @@ def main(argv=None) -> None:
 
     medians = interleaved_medians(steps, repeats)
     print(f"\ntracegrad (executor peak_bytes, arguments included; step = one main_adjoint call, "
-          f"median of {repeats} interleaved)")
+          f"median of {repeats} interleaved rounds)")
     print(f"{'variant':<10} {'peak MB':>9} {'vs none':>8} {'step ms':>9} {'time vs none':>13}")
     for v in VARIANTS:
         print(f"{v:<10} {peaks[v] / 2**20:9.2f} {peaks[v] / peaks['none']:8.3f} {medians[v] * 1e3:9.2f} "

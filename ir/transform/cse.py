@@ -33,7 +33,10 @@ class CommonSubexpressionElimination(FunctionPass):
         if len(fn.blocks) != 1:
             return fn
         bindings = fn.blocks[0].bindings
-        interior = checkpoint_interior(bindings)
+        # Only the forward part (up to the last end marker) holds originals a recomputation could merge
+        # into; backward values computed from recomputations are ordinary and may be merged.
+        ends = [i for i, b in enumerate(bindings) if isinstance(b.value, Call) and b.value.op == "grad.end_checkpoint"]
+        interior = checkpoint_interior(bindings[: ends[-1] + 1]) if ends else checkpoint_interior(bindings)
         seen: dict[tuple, Var] = {}
         mapping: dict[Var, Var] = {}
         out = []
