@@ -123,7 +123,7 @@ class _AdjointBuilder:
         # A region output is kept through its end marker: reading that copy needs no recomputation.
         self.recomputed: dict[Var, Var] = {
             bd.value.args[0]: bd.var for bd in self.forward
-            if isinstance(bd.value, Call) and bd.value.op == "grad.end_checkpoint" and isinstance(bd.value.args[0], Var)}
+            if isinstance(bd.value, Call) and bd.value.op == "grad.end_checkpoint"}
         self.adj: dict[Var, list] = {}
         self.needed = self._needed()
 
