@@ -132,20 +132,20 @@ class _GradFunction:
         value, grads = c.executor["main_adjoint"](*feed)
         out = []
         for t, slot in zip(self.leaves, c.grad_slots, strict=True):
-            out.append(Tensor(np.zeros(t.shape, t.dtype)) if slot is None else Tensor(grads[slot]))
+            out.append(Tensor(np.zeros(t.shape, t.dtype)) if slot is None else Tensor.wrap(grads[slot]))
         gradients = self.rebuild(out)
         if not self.return_value:
             return (gradients, _wrap(value[1], c.out_tree[1][1])) if self.has_aux else gradients
         if self.has_aux:
-            value = (Tensor(value[0]), _wrap(value[1], c.out_tree[1][1]))
+            value = (Tensor.wrap(value[0]), _wrap(value[1], c.out_tree[1][1]))
         else:
-            value = Tensor(value)
+            value = Tensor.wrap(value)
         return value, gradients
 
 
 def _wrap(value, tree):
     if tree == "tensor":
-        return Tensor(value)
+        return Tensor.wrap(value)
     kind, subtrees = tree
     return kind(_wrap(v, t) for v, t in zip(value, subtrees, strict=True))
 

@@ -222,6 +222,9 @@ def _collect(plan, values):
 
 def _check_arg(xp, p: Var, a, fn_name: str):
     t: Type = p.type
+    # fast path: an array of the right shape and dtype (np.dtype compares with its name, cheaply)
+    if type(a) is xp.ndarray and isinstance(t, TensorType) and a.shape == t.shape and a.dtype == t.dtype:
+        return a
     if isinstance(t, TupleType):
         if not isinstance(a, (tuple, list)) or len(a) != len(t.fields):
             raise TypeError(f"{fn_name}: argument {p.name} must be a tuple of {len(t.fields)} arrays")

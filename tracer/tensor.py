@@ -86,6 +86,13 @@ class Tensor:
         self._in_trace = ctx is not None and _var is None  # made inside a trace: a constant of it
         self._fresh_seed = False
 
+    @classmethod
+    def wrap(cls, array) -> Tensor:
+        """A concrete Tensor around an array the library made itself (no copy, no checks)."""
+        t = object.__new__(cls)
+        t._data, t._var, t._trace, t._name, t._in_trace, t._fresh_seed = array, None, None, "", False, False
+        return t
+
     # ------------------------------------------------------------ basic properties
     @property
     def is_traced(self) -> bool:
@@ -217,5 +224,5 @@ def _run_eager(op_name, inputs, attrs):
     xp = array_module_of(arrays[0]) if arrays else np
     out = op.kernel(xp, tuple(arrays), **call.attrs) if op.tuple_input else op.kernel(xp, *arrays, **call.attrs)
     if isinstance(out, tuple):
-        return tuple(Tensor(o) for o in out)
-    return Tensor(out if type(out) is xp.ndarray else xp.asarray(out))
+        return tuple(Tensor.wrap(o) for o in out)
+    return Tensor.wrap(out if type(out) is xp.ndarray else xp.asarray(out))
