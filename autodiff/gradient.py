@@ -125,6 +125,7 @@ class _AdjointBuilder:
             bd.value.args[0]: bd.var for bd in self.forward
             if isinstance(bd.value, Call) and bd.value.op == "grad.end_checkpoint"}
         self.adj: dict[Var, list] = {}
+        self.fresh: set[Var] = set()  # vars the rules emitted (named "lv" until they become an adjoint)
         self.needed = self._needed()
 
     def _needed(self) -> set[Var]:
@@ -179,6 +180,7 @@ class _AdjointBuilder:
             return
         if g.type.shape != var.type.shape:
             g = self.b.call("collapse_sum_to", g, shape=var.type.shape)
+            self.fresh.add(g)
         self.adj.setdefault(var, []).append(g)
 
     def _split(self, var: Expr, g) -> list:
@@ -200,13 +202,15 @@ class _AdjointBuilder:
                 fields.append(self._sum(contribs, name) if contribs else self.b.zeros(ftype, name))
             return Tuple(fields)
         total = self._sum(entry, name)
+        if len(entry) == 1 and total in self.fresh and total.name == "lv":
+            total.name = name  # readable text: lv1's gradient prints as lv1_adjoint, as in Relax
         self.adj[var] = [total]
         return total
 
     def _sum(self, contribs: list, name: str):
         total = contribs[0]
-        for c in contribs[1:]:
-            total = self.b.call("add", total, c, name=name)
+        for i, c in enumerate(contribs[1:], start=2):
+            total = self.b.call("add", total, c, name=name if i == len(contribs) else "lv")
         return total
 
     # ---------------------------------------------------------------- one backward step
@@ -229,12 +233,10 @@ class _AdjointBuilder:
             rule_builder = Builder()
             grads = VJPS[value.op](rule_builder, value, bd.var, g)
             self._emit_with_recompute(rule_builder.bindings)
-            emitted = {b.var for b in rule_builder.bindings}
+            self.fresh.update(b.var for b in rule_builder.bindings)
             for arg, ga in zip(value.args, grads, strict=True):
                 if isinstance(ga, Var) and ga in self.interior:
                     ga = self._recompute(ga)
-                if isinstance(ga, Var) and ga in emitted and isinstance(arg, Var) and ga.name == "lv":
-                    ga.name = f"{arg.name}_adjoint"  # readable text: lv1's gradient prints as lv1_adjoint
                 if ga is not None:
                     self._contribute(arg, ga)
 
