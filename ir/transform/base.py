@@ -1,6 +1,7 @@
 """The pass protocol: a pass is a callable `pass(mod) -> mod` that never mutates its input."""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from ..nodes import Block, Function, IRModule
@@ -20,7 +21,7 @@ class Sequential:
         return mod
 
 
-class FunctionPass:
+class FunctionPass(ABC):
     """A pass that rewrites every function (or those named) independently."""
 
     def __init__(self, func_names: list[str] | None = None):
@@ -33,8 +34,9 @@ class FunctionPass:
                 out = out.with_function(name, self.transform_function(fn))
         return out
 
+    @abstractmethod
     def transform_function(self, fn: Function) -> Function:
-        raise NotImplementedError  # subclasses define the rewrite
+        """The rewritten function (a new one; fn is never mutated)."""
 
 
 def replace_bindings(fn: Function, bindings, body) -> Function:

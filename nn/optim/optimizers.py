@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 
 import numpy as np
 
@@ -21,7 +22,7 @@ def as_array(g, like=None):
     return xp.asarray(g, dtype=like.dtype)
 
 
-class Optimizer:
+class Optimizer(ABC):
     """Base class: holds the parameters (in order), `lr`, the step count and per-parameter state arrays."""
 
     def __init__(self, params, lr: float):
@@ -58,8 +59,9 @@ class Optimizer:
         for p, g, state in zip(self.params, arrays, self.state, strict=True):
             self._update(p._data, g, state)
 
+    @abstractmethod
     def _update(self, p, g, state: dict) -> None:
-        raise NotImplementedError
+        """Update parameter array p in place from gradient g, with this parameter's state."""
 
     def state_dict(self) -> dict:
         """{"lr", "step", "state": {"<param index>": {name: array}}}: copies, savable with nn.save."""

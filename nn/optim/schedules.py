@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 
 
-class LRSchedule:
+class LRSchedule(ABC):
     """Base class: `step()` once per optimizer step (or per epoch); `lr_at(t)` is the rate after t steps."""
 
     def __init__(self, optimizer):
@@ -13,8 +14,9 @@ class LRSchedule:
         self.last_step = 0
         optimizer.lr = self.lr_at(0)
 
+    @abstractmethod
     def lr_at(self, t: int) -> float:
-        raise NotImplementedError
+        """The learning rate after t steps."""
 
     @property
     def lr(self) -> float:
