@@ -13,7 +13,7 @@ import numpy as np
 
 from .nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var, free_vars
 from .ops.registry import get_op
-from .types import TensorType, TupleType, Type
+from .types import IRError, TensorType, TupleType, Type
 
 
 def array_module(device: str):
@@ -83,8 +83,10 @@ CALL, TUPLE, GETITEM, ALIAS = range(4)
 
 
 class CompiledFunction:
-    def __init__(self, fn: Function, name: str, xp, stats: Stats):
+    def __init__(self, fn: Function, name: str, xp, stats: Stats, check_types: bool = False):
         self.name, self.xp, self.stats, self.fn = name, xp, stats, fn
+        self.check_types = check_types
+        self.bound_var: dict[int, Var] = {}  # output slot -> the var a binding defines there
         bindings = fn.bindings
         self.params = fn.params
         slot: dict[Var, int] = {}
@@ -126,6 +128,7 @@ class CompiledFunction:
                 instr = (GETITEM, v.index, (operand(v.tuple_value),), None, len(slot))
             else:
                 instr = (ALIAS, None, (operand(v),), None, len(slot))
+            self.bound_var[len(slot)] = b.var
             slot[b.var] = len(slot)
             self.instrs.append(instr)
         self.body = fn.body
@@ -203,6 +206,8 @@ class CompiledFunction:
             else:
                 r = values[args[0]]
             values[out] = r
+            if self.check_types and out in self.bound_var:
+                _check_result(self.bound_var[out], r, self.name)
             mem.hold(r)
             for s in frees:
                 mem.drop(values[s])
@@ -210,6 +215,19 @@ class CompiledFunction:
         self.stats.peak_bytes = mem.peak
         self.stats.op_counts = dict(self.op_counts)
         return _collect(self.body_plan, values)
+
+
+def _check_result(var: Var, value, fn_name: str) -> None:
+    """check_types mode: a kernel's result must have the shape and dtype that inference promised."""
+    t = var.type
+    if isinstance(t, TupleType):
+        if not isinstance(value, tuple) or len(value) != len(t.fields):
+            raise IRError(f"{fn_name}: {var.name} should be a tuple of {len(t.fields)}, the kernel gave {value!r}")
+        for i, (f, v) in enumerate(zip(t.fields, value, strict=True)):
+            _check_result(Var(f"{var.name}[{i}]", f), v, fn_name)
+    elif tuple(value.shape) != t.shape or str(value.dtype) != t.dtype:
+        raise IRError(f"{fn_name}: {var.name} is declared {t} but its kernel returned shape "
+                      f"{tuple(value.shape)} and dtype {value.dtype}")
 
 
 def _collect(plan, values):
@@ -247,18 +265,22 @@ class Executor:
     4.0
     >>> ex.stats.op_counts
     {'exp': 1, 'sum': 1}
+
+    `check_types=True` also checks every kernel's result against the type inference gave it (for
+    tests and debugging; it costs a little per op).
     """
 
-    def __init__(self, mod: IRModule, device: str = "cpu"):
+    def __init__(self, mod: IRModule, device: str = "cpu", check_types: bool = False):
         self.mod = mod
         self.device = device
+        self.check_types = check_types
         self.xp = array_module(device)
         self.stats = Stats()
         self._compiled: dict[str, CompiledFunction] = {}
 
     def __getitem__(self, name: str) -> CompiledFunction:
         if name not in self._compiled:
-            self._compiled[name] = CompiledFunction(self.mod[name], name, self.xp, self.stats)
+            self._compiled[name] = CompiledFunction(self.mod[name], name, self.xp, self.stats, self.check_types)
         return self._compiled[name]
 
 

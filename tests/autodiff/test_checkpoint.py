@@ -378,3 +378,22 @@ def test_cse_still_merges_backward_duplicates_computed_from_recomputations():
     # sin runs again for multiply's VJP; that VJP's two products g * a' are one value after CSE
     assert counts["sin"] == 2
     assert counts["multiply"] == 3  # forward a * a, the merged g * a', and sin's VJP
+
+
+def test_require_grads_on_a_region_output():
+    def f(x):
+        with tracer.checkpoint():
+            h = tracer.tanh(x * 2.0)
+        return (h * h).sum()
+    mod = tracer.trace(f, tracer.spec((3,)))
+    bindings = mod["main"].bindings
+    marker = next(b for b in bindings if isinstance(b.value, ir.Call) and b.value.op == "grad.end_checkpoint")
+    inner = marker.value.args[0]  # the value inside the region that the marker passes out
+    x = np.array([0.1, -0.4, 0.7], "float32")
+    h = np.tanh(2 * x)
+    for var in (marker.var, inner):
+        after = ir.transform.cleanup()(Gradient("main", require_grads=[var, mod["main"].params[0]])(mod))
+        ir.verify(after)
+        _, (gh, gx) = ir.Executor(after)["main_adjoint"](x)
+        np.testing.assert_allclose(gh, 2 * h, rtol=1e-6)
+        np.testing.assert_allclose(gx, 2 * h * (1 - h * h) * 2, rtol=1e-5)

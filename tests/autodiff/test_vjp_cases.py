@@ -42,7 +42,7 @@ def test_gradient_matches_finite_differences(case):
     float_params = [p for p in mod["main"].params if p.type.is_float]
     after = ir.transform.cleanup()(Gradient("main", require_grads=float_params)(mod))
     ir.verify(after)
-    ex = ir.Executor(after)
+    ex = ir.Executor(after, check_types=True)  # inference of every backward op agrees with its kernel
     value, grads = ex["main_adjoint"](*inputs)
     forward = ex["main"]
     np.testing.assert_allclose(value, forward(*inputs), rtol=1e-12)

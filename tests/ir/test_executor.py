@@ -110,3 +110,16 @@ def test_tuple_values_and_alias_bindings():
     out = ir.Executor(ir.IRModule({"main": fn}))["main"](np.zeros(4, "float32"))
     np.testing.assert_array_equal(out[0], np.ones(4))
     assert isinstance(out[1], tuple) and len(out[1]) == 2
+
+
+def test_check_types_catches_a_kernel_that_disagrees_with_inference(monkeypatch):
+    from ir.ops.registry import OPS, Op
+
+    mod = tracer.trace(lambda x: tracer.exp(x), tracer.spec((2,)))
+    bad = OPS["exp"].__class__(**{**OPS["exp"].__dict__, "kernel": lambda xp, x: xp.exp(x).astype("float64")})
+    assert isinstance(bad, Op)
+    monkeypatch.setitem(OPS, "exp", bad)
+    ir.Executor(mod)["main"](np.zeros(2, "float32"))  # unchecked: runs
+    with pytest.raises(ir.IRError, match='declared R.Tensor\\(\\(2,\\), dtype="float32"\\) but its kernel returned '
+                                         'shape \\(2,\\) and dtype float64'):
+        ir.Executor(mod, check_types=True)["main"](np.zeros(2, "float32"))

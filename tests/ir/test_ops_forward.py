@@ -20,7 +20,7 @@ def test_eager_matches_numpy(case):
 def test_traced_matches_numpy(case):
     mod = tracer.trace(lambda *xs: case.fn(*xs, **case.kwargs), *case.inputs)
     ir.verify(mod)
-    out = ir.Executor(mod)["main"](*case.inputs)
+    out = ir.Executor(mod, check_types=True)["main"](*case.inputs)
     _compare(out, case.ref(*case.inputs), case)
 
 
