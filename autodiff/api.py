@@ -112,7 +112,11 @@ class _GradFunction:
         mod = Gradient("main", require_grads=require, target_index=0)(traced.mod)
         mod = ir.transform.cleanup()(mod)
         ir.verify(mod)
-        return _Compiled(mod, Executor(mod), traced.captured, traced.out_tree, slots, traced.guards_hold)
+        # CuPy arrays in (arguments or captured weights) run the compiled step on the GPU
+        arrays = [_array(a) for a in args] + [t._data for t in traced.captured]
+        device = "cuda" if any(_on_gpu(a) for a in arrays) else "cpu"
+        executor = Executor(mod, device=device)
+        return _Compiled(mod, executor, traced.captured, traced.out_tree, slots, traced.guards_hold)
 
     def _check_output(self, traced) -> None:
         body = traced.mod["main"].body
@@ -132,7 +136,8 @@ class _GradFunction:
         value, grads = c.executor["main_adjoint"](*feed)
         out = []
         for t, slot in zip(self.leaves, c.grad_slots, strict=True):
-            out.append(Tensor(np.zeros(t.shape, t.dtype)) if slot is None else Tensor.wrap(grads[slot]))
+            zeros = c.executor.xp.zeros
+            out.append(Tensor.wrap(zeros(t.shape, t.dtype)) if slot is None else Tensor.wrap(grads[slot]))
         gradients = self.rebuild(out)
         if not self.return_value:
             return (gradients, _wrap(value[1], c.out_tree[1][1])) if self.has_aux else gradients
@@ -153,7 +158,7 @@ def _wrap(value, tree):
 def _signature(a, leaf_index: dict[int, int]):
     t = arg_type(a)
     if t is not None:
-        return ("tensor", t.shape, t.dtype, leaf_index.get(id(a)))
+        return ("tensor", t.shape, t.dtype, leaf_index.get(id(a)), _on_gpu(_array(a)))
     if isinstance(a, Spec):
         return ("spec", a.shape, a.dtype)
     try:
@@ -165,6 +170,10 @@ def _signature(a, leaf_index: dict[int, int]):
 
 def _array(a):
     return a._data if isinstance(a, Tensor) else a
+
+
+def _on_gpu(a) -> bool:
+    return type(a).__module__.startswith("cupy")
 
 
 def grad(fn, wrt, has_aux: bool = False):

@@ -221,7 +221,10 @@ def _run_eager(op_name, inputs, attrs):
     fake = [Var("x", t.type) for t in flat]
     call = make_call(op_name, [ir.Tuple(fake)] if op.tuple_input else fake, attrs)
     arrays = [t._data for t in flat]
-    xp = array_module_of(arrays[0]) if arrays else np
+    xp = np
+    if any(type(a) is not np.ndarray for a in arrays):  # a CuPy array among them: run there, moving the rest
+        xp = _cupy_module(None)
+        arrays = [xp.asarray(a) for a in arrays]
     out = op.kernel(xp, tuple(arrays), **call.attrs) if op.tuple_input else op.kernel(xp, *arrays, **call.attrs)
     if isinstance(out, tuple):
         return tuple(Tensor.wrap(o) for o in out)
