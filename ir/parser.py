@@ -302,6 +302,11 @@ class _Parser:
                 if kw.arg in attrs:
                     raise self.error(kw.value, f"{name}: attribute {kw.arg} given twice")
                 attrs[kw.arg] = self.literal(kw.value)
+            elif kw.arg in op.fixed:
+                value = self.literal(kw.value)
+                if value not in op.fixed[kw.arg]:
+                    raise self.error(kw.value, f"{name}: tracegrad supports {kw.arg} in {list(op.fixed[kw.arg])} "
+                                               f"only, got {value!r}")
             else:
                 raise self.error(kw.value, f"{name} has no argument or attribute {kw.arg!r}; "
                                            f"it takes {tuple(inputs)} and attributes {attr_names}")

@@ -180,7 +180,9 @@ def _conv2d_weight_backward(xp, g, data, strides, padding, dilation, groups, wei
     return dw.reshape(tuple(weight_shape))
 
 
-declare("nn.conv2d", ("data", "weight"), _CONV_ATTRS, infer=_infer_conv2d, kernel=_conv2d)
+declare("nn.conv2d", ("data", "weight"), _CONV_ATTRS, infer=_infer_conv2d, kernel=_conv2d,
+        fixed={"data_layout": ("NCHW",), "kernel_layout": ("OIHW",), "out_layout": ("NCHW",),
+               "out_dtype": ("void", "")})
 declare("grad.conv2d_input_backward", ("output_grad", "weight"), _CONV_ATTRS + (Attr("input_shape", "shape"),),
         infer=_infer_conv2d_input_backward, kernel=_conv2d_input_backward)
 declare("grad.conv2d_weight_backward", ("output_grad", "data"), _CONV_ATTRS + (Attr("weight_shape", "shape"),),

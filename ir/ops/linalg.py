@@ -29,4 +29,5 @@ def _infer_matmul(op, types):
     return TensorType(out, dtype)
 
 
-declare("matmul", ("x1", "x2"), infer=_infer_matmul, kernel=lambda xp, a, b: xp.matmul(a, b))
+declare("matmul", ("x1", "x2"), infer=_infer_matmul, kernel=lambda xp, a, b: xp.matmul(a, b),
+        fixed={"out_dtype": ("void", "")})

@@ -63,7 +63,7 @@ def _layer_norm(xp, data, gamma, beta, axes, epsilon):
 
 
 declare("nn.layer_norm", ("data", "gamma", "beta"), (Attr("axes", "ints"), Attr("epsilon", "float", 1e-5)),
-        infer=_infer_layer_norm, kernel=_layer_norm)
+        infer=_infer_layer_norm, kernel=_layer_norm, fixed={"center": (True,), "scale": (True,)})
 
 # ---------------------------------------------------------------- dropout
 # The mask comes from a counter-based generator: element i (flat, C order) keeps its value when

@@ -89,8 +89,12 @@ def _max_pool2d_gather(xp, x, data, pool_size, strides, padding, dilation, ceil_
     return xp.take_along_axis(win.reshape(win.shape[:4] + (-1,)), am[..., None], axis=-1)[..., 0]
 
 
-declare("nn.max_pool2d", ("data",), _POOL_ATTRS, infer=_infer_pool, kernel=_max_pool2d)
-declare("nn.avg_pool2d", ("data",), _POOL_ATTRS, infer=_infer_pool, kernel=_avg_pool2d)
+_LAYOUT = {"layout": ("NCHW",), "out_layout": ("NCHW",)}
+declare("nn.max_pool2d", ("data",), _POOL_ATTRS, infer=_infer_pool, kernel=_max_pool2d,
+        fixed={**_LAYOUT, "count_include_pad": (False, True)})  # no padding is ever counted in a max
+# padding is counted in the average, as PyTorch's default count_include_pad=True
+declare("nn.avg_pool2d", ("data",), _POOL_ATTRS, infer=_infer_pool, kernel=_avg_pool2d,
+        fixed={**_LAYOUT, "count_include_pad": (True,)})
 declare("grad.max_pool2d_backward", ("output_grad", "data"), _POOL_ATTRS, infer=_infer_pool_backward,
         kernel=_max_pool2d_backward)
 declare("grad.avg_pool2d_backward", ("output_grad",), _POOL_ATTRS + (Attr("input_shape", "shape"),),

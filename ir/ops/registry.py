@@ -7,7 +7,7 @@ IRError naming the op, the argument and the shapes when the arguments do not fit
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..nodes import Call, Constant, Expr, Tuple
@@ -35,6 +35,9 @@ class Op:
     kernel: Callable[..., Any]
     differentiable: bool = True
     doc: str = ""
+    # Relax attributes that tracegrad fixes to one behaviour: name -> the values the parser accepts
+    # (e.g. conv2d's data_layout="NCHW"); the printer omits them, as they are Relax's defaults.
+    fixed: dict = field(default_factory=dict)
 
     def error(self, message: str) -> IRError:
         return IRError(f"{self.name}: {message}")
@@ -48,13 +51,13 @@ class Op:
 OPS: dict[str, Op] = {}
 
 
-def declare(name: str, inputs=("x",), attrs=(), *, infer, kernel, differentiable=True, doc="") -> Op:
+def declare(name: str, inputs=("x",), attrs=(), *, infer, kernel, differentiable=True, doc="", fixed=None) -> Op:
     """Register an op; every op of tracegrad goes through here exactly once."""
     if name in OPS:
         raise IRError(f"op {name!r} declared twice")
     for a in attrs:
         assert a.kind in ATTR_KINDS, (name, a)
-    op = Op(name, tuple(inputs), tuple(attrs), infer, kernel, differentiable, doc)
+    op = Op(name, tuple(inputs), tuple(attrs), infer, kernel, differentiable, doc, dict(fixed or {}))
     OPS[name] = op
     return op
 
