@@ -348,10 +348,8 @@ def test_cse_after_gradient_keeps_recomputations():
 
 
 def test_checkpoint_sequential_traces_the_benchmark_segments():
-    try:
-        from nn import checkpoint_sequential
-    except ImportError:
-        pytest.skip("nn.checkpoint_sequential is not there yet")
+    from nn import checkpoint_sequential
+
     weights = [tracer.tensor(w) for w in make_weights(8, 16)]
     blocks = [lambda h, w=w: h + tracer.tanh(h @ w) for w in weights]
     spec = tracer.spec((32, 16))
