@@ -133,7 +133,9 @@ class _AdjointBuilder:
         wanted = {self.new[v] for v in self.require}
         depends = set(wanted)
         for bd in self.forward:
-            if any(u in depends for u in free_vars(bd.value)) and not _blocks_gradient(bd.value):
+            # integer and boolean values are piecewise constant: no gradient flows through them
+            if (_is_float(bd.var.type) and not _blocks_gradient(bd.value)
+                    and any(u in depends for u in free_vars(bd.value))):
                 depends.add(bd.var)
         if self.target not in depends:
             return set()

@@ -338,3 +338,14 @@ def test_stop_gradient_blocks_the_gradient():
     mod = tracer.trace(lambda x: (tracer.stop_gradient(x) * x).sum(), tracer.spec((2,)))
     _, (g,) = ir.Executor(adjoint(mod, "main"))["main_adjoint"](np.array([2.0, 3.0], "float32"))
     np.testing.assert_array_equal(g, [2.0, 3.0])  # d/dx (c * x) with c = x held constant
+
+
+def test_no_gradient_flows_through_integer_values():
+    def f(x):
+        k = tracer.astype(x, "int32") * 3  # integer arithmetic on the path: piecewise constant
+        return (tracer.astype(k, "float32") * x).sum()
+    mod = tracer.trace(f, tracer.spec((2,)))
+    after = adjoint(mod, "main")
+    assert not any(bd.var.type.dtype == "int32" for bd in after["main_adjoint"].bindings[len(mod["main"].bindings):])
+    _, (g,) = ir.Executor(after)["main_adjoint"](np.array([1.7, 2.2], "float32"))
+    np.testing.assert_array_equal(g, [3.0, 6.0])
