@@ -60,11 +60,14 @@ def main(argv=None) -> float:
     args = parse_args(argv)
     epochs, lr = DEFAULTS[args.model]
     epochs = 2 if args.fast and args.epochs is None else (args.epochs or epochs)
-    lr = args.lr or lr
+    lr = lr if args.lr is None else args.lr
 
     (x_train, y_train), (x_test, y_test) = nn.data.load_digits()
     if args.fast:
         x_train, y_train = x_train[:512], y_train[:512]
+    if args.batch_size > len(x_train):  # drop_last would leave no batch at all
+        raise SystemExit(f"train_digits.py: error: --batch-size {args.batch_size} is larger than the "
+                         f"{len(x_train)} training images")
     if args.model == "cnn":  # NCHW with one channel
         x_train, x_test = x_train[:, None], x_test[:, None]
 

@@ -141,16 +141,18 @@ def main(argv=None) -> float:
           f"({n_params} parameters), {args.steps} steps of {args.batch_size} sequences, {mode}")
     report_every = max(1, args.steps // 10)
     start = t0 = time.perf_counter()
+    last_report = 0
     for i in range(1, args.steps + 1):
         x, y = make_batch(rng, args.batch_size, args.length)
         loss, grads = step(x, y)
         opt.step(grads)
         schedule.step()
         if i % report_every == 0 or i == args.steps:
-            rate = report_every / (time.perf_counter() - t0)  # the first report includes tracing and compiling
+            # steps since the last report (the last one may be short); the first includes tracing and compiling
+            rate = (i - last_report) / (time.perf_counter() - t0)
             acc = token_accuracy(model, x_test, y_test)
             print(f"step {i:5d}  train loss {loss.item():.4f}  held-out token accuracy {acc:.2%}  {rate:6.1f} steps/s")
-            t0 = time.perf_counter()
+            t0, last_report = time.perf_counter(), i
     wall = time.perf_counter() - start
 
     solved = generate(model, x_test[:, :args.length])

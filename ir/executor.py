@@ -55,7 +55,7 @@ class _Memory:
             for v in value:
                 self.hold(v)
             return
-        base = value.base if value.base is not None else value
+        base = _base(value)
         entry = self.refs.get(id(base))
         if entry is None:
             self.refs[id(base)] = [1, base.nbytes, base]
@@ -70,12 +70,17 @@ class _Memory:
             for v in value:
                 self.drop(v)
             return
-        base = value.base if value.base is not None else value
+        base = _base(value)
         entry = self.refs[id(base)]
         entry[0] -= 1
         if entry[0] == 0:
             del self.refs[id(base)]
             self.live -= entry[1]
+
+
+def _base(array):
+    """The array that owns the buffer (NumPy and CuPy point every view straight at it)."""
+    return array.base if array.base is not None else array
 
 
 # instruction kinds
@@ -214,7 +219,7 @@ class CompiledFunction:
                 values[s] = None
         self.stats.peak_bytes = mem.peak
         self.stats.op_counts = dict(self.op_counts)
-        return _collect(self.body_plan, values)
+        return _collect(self.body_plan, values, {id(_base(c)) for _, c in self.constants})
 
 
 def _check_result(var: Var, value, fn_name: str) -> None:
@@ -230,12 +235,20 @@ def _check_result(var: Var, value, fn_name: str) -> None:
                       f"{tuple(value.shape)} and dtype {value.dtype}")
 
 
-def _collect(plan, values):
+def _collect(plan, values, constants):
+    """The returned structure; a result that is (a view of) a constant is copied, or writing into it
+    would change what every later call returns."""
     if plan[0] == "tuple":
-        return tuple(_collect(p, values) for p in plan[1])
+        return tuple(_collect(p, values, constants) for p in plan[1])
     if plan[0] == "item":
-        return _collect(plan[1], values)[plan[2]]
-    return values[plan[1]]
+        return _collect(plan[1], values, constants)[plan[2]]
+    return _unshared(values[plan[1]], constants)
+
+
+def _unshared(value, constants):
+    if isinstance(value, tuple):
+        return tuple(_unshared(v, constants) for v in value)
+    return value.copy() if id(_base(value)) in constants else value
 
 
 def _check_arg(xp, p: Var, a, fn_name: str):
@@ -249,11 +262,39 @@ def _check_arg(xp, p: Var, a, fn_name: str):
         fields = zip(t.fields, a, strict=True)
         return tuple(_check_arg(xp, Var(f"{p.name}[{i}]", f), v, fn_name) for i, (f, v) in enumerate(fields))
     assert isinstance(t, TensorType)
-    a = xp.asarray(a)
+    given = a
+    if isinstance(a, (bool, int, float, list, tuple)):
+        a = _from_python(a, t, f"{fn_name}: argument {p.name}")
+    try:
+        a = xp.asarray(a)
+    except (TypeError, ValueError):
+        a = None
+    if a is None or a.dtype == object:
+        raise TypeError(f"{fn_name}: argument {p.name} expects an array of shape {t.shape} and dtype {t.dtype}, "
+                        f"got {type(given).__name__}")
     if tuple(a.shape) != t.shape or str(a.dtype) != t.dtype:
         raise ValueError(f"{fn_name}: argument {p.name} expects shape {t.shape} and dtype {t.dtype}, "
                          f"got shape {tuple(a.shape)} and dtype {a.dtype}")
     return a
+
+
+_KIND_ORDER = {"b": 0, "i": 1, "u": 1, "f": 2}
+
+
+def _from_python(value, t: TensorType, where: str):
+    """A Python scalar or list has no dtype of its own: it takes the parameter's when its kind fits (ints
+    fit a float parameter; floats never fit an integer one, which would truncate them)."""
+    probe = np.asarray(value)
+    kind = probe.dtype.kind
+    if kind not in _KIND_ORDER or probe.shape != t.shape:
+        return probe  # the caller reports the shape or the dtype
+    if _KIND_ORDER[kind] > _KIND_ORDER[np.dtype(t.dtype).kind]:
+        name = {"b": "bool", "i": "int", "u": "int", "f": "float"}[kind]
+        raise TypeError(f"{where}: a Python {name} cannot be an {t.dtype} argument (pass an array of that dtype)")
+    try:
+        return np.asarray(value, dtype=t.dtype)
+    except OverflowError:
+        raise ValueError(f"{where}: {value!r} does not fit {t.dtype}") from None
 
 
 class Executor:

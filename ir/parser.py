@@ -37,7 +37,7 @@ def parse(text: str) -> IRModule:
     try:
         tree = ast.parse(dedented)
     except SyntaxError as e:
-        raise IRError(f"line {e.lineno}, column {(e.offset or 0) + margin}: invalid syntax ({e.msg})") from None
+        raise IRError(f"line {e.lineno or 1}, column {(e.offset or 0) + margin}: invalid syntax ({e.msg})") from None
     return _Parser(margin).module(tree)
 
 
@@ -180,6 +180,8 @@ class _Parser:
         if len(call.args) != 1 or not isinstance(call.args[0], ast.Dict):
             raise self.error(call, "R.func_attr expects one dict literal")
         d = call.args[0]
+        if None in d.keys:
+            raise self.error(call, "R.func_attr expects a dict literal without ** entries")
         return {self.literal(k): self.literal(v) for k, v in zip(d.keys, d.values, strict=True)}
 
     def dataflow(self, stmt: ast.With) -> Block:
@@ -319,13 +321,18 @@ class _Parser:
             raise self.error(node, str(e)) from None
 
     def const(self, node: ast.Call) -> Constant:
-        if node.keywords and any(k.arg != "dtype" for k in node.keywords) or not 1 <= len(node.args) <= 2:
+        """R.const(value, "dtype"), with shape=(...) when the nested list cannot say it (a (0, 3) constant)."""
+        kwargs = {k.arg: k.value for k in node.keywords}
+        if set(kwargs) - {"dtype", "shape"} or len(kwargs) < len(node.keywords) or not 1 <= len(node.args) <= 2:
             raise self.error(node, 'expected R.const(value, "dtype")')
         value = self.literal(node.args[0])
-        dtypes = [self.literal(n) for n in node.args[1:]] + [self.literal(k.value) for k in node.keywords]
+        dtypes = [self.literal(n) for n in node.args[1:]] + [self.literal(kwargs[k]) for k in kwargs if k == "dtype"]
+        shape = self.literal(kwargs["shape"]) if "shape" in kwargs else None
         if len(dtypes) > 1:
             raise self.error(node, "R.const: dtype given twice")
         try:
+            if not _is_number_tree(value):
+                raise TypeError("the value must be a number or a nested list of numbers")
             if dtypes:
                 if not isinstance(dtypes[0], str):
                     raise TypeError(f"dtype must be a string, got {dtypes[0]!r}")
@@ -334,6 +341,11 @@ class _Parser:
                 data = np.asarray(value)
                 data = data.astype({"int64": "int32", "float64": "float32"}.get(str(data.dtype), data.dtype))
                 check_dtype(str(data.dtype), "R.const")
+            if shape is not None:
+                if not isinstance(shape, list | tuple) or not all(type(d) is int and d >= 0 for d in shape) \
+                        or data.size != int(np.prod(shape)):
+                    raise ValueError(f"a value of shape {data.shape} cannot take shape {shape}")
+                data = data.reshape(tuple(shape))
         except (TypeError, ValueError, OverflowError) as e:
             raise self.error(node, f"R.const: cannot make a constant of {self.source(node.args[0])}: {e}") from None
         return Constant(data)
@@ -397,6 +409,14 @@ class _Parser:
             return TensorType(tuple(shape), check_dtype(dtype, "R.Tensor"))
         except (IRError, TypeError) as e:
             raise self.error(node, str(e)) from None
+
+
+def _is_number_tree(value) -> bool:
+    """A number, a bool, or a (nested) list of them: what R.const holds (np.asarray would also take None
+    as nan and "1.5" as 1.5)."""
+    if isinstance(value, list | tuple):
+        return all(_is_number_tree(v) for v in value)
+    return isinstance(value, bool | int | float)
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:

@@ -8,7 +8,7 @@ import numpy as np
 
 from .nodes import Block, Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from .ops.registry import get_op
-from .types import TensorType, TupleType, Type
+from .types import TensorType, TupleType, Type, shape_str
 
 INDENT = "    "
 
@@ -124,7 +124,7 @@ def print_attr(kind: str, value) -> str:
         return str(list(value))
     if kind in ("str", "dtype"):
         return f'"{value}"'
-    if kind == "float":
+    if kind == "float" or isinstance(value, float):
         return _float(value)
     return repr(value)
 
@@ -144,7 +144,11 @@ def print_const(c: Constant) -> str:
         text = _float(v) if isinstance(v, float) else repr(v)
     else:
         text = _nested(data)
-    return f'R.const({text}, "{data.dtype}")'
+    # Nested lists read back only down to their first empty level ([] is (0,) whatever the shape was),
+    # so a zero-size constant whose empty dimension is not the last says its shape.
+    read_back = data.shape[:data.shape.index(0) + 1] if 0 in data.shape else data.shape
+    shape = f", shape={shape_str(data.shape)}" if read_back != data.shape else ""
+    return f'R.const({text}, "{data.dtype}"{shape})'
 
 
 def _nested(a: np.ndarray) -> str:

@@ -84,17 +84,23 @@ class _Matcher:
 def _array_equal(a: np.ndarray, b: np.ndarray) -> bool:
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
-    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
+    if a.dtype.kind != "f":
+        return bool(np.array_equal(a, b))
+    # NaN equals NaN (whatever its sign bit); -0.0 and 0.0 differ (1 / x tells them apart)
+    if not np.array_equal(a, b, equal_nan=True):
+        return False
+    zero = a == 0
+    return bool(np.array_equal(np.signbit(a[zero]), np.signbit(b[zero])))
 
 
 def attrs_equal(a, b) -> bool:
-    """Attribute values equal in kind and value; NaN equals NaN, True does not equal 1."""
+    """Attribute values equal in kind and value; NaN equals NaN, -0.0 does not equal 0.0 nor True 1."""
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(attrs_equal(a[k], b[k]) for k in a)
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
         return type(a) is type(b) and len(a) == len(b) and all(attrs_equal(x, y) for x, y in zip(a, b, strict=True))
     if type(a) is not type(b):
         return False
-    if isinstance(a, float) and math.isnan(a):
-        return math.isnan(b)
+    if isinstance(a, float):
+        return math.isnan(b) if math.isnan(a) else a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
     return a == b

@@ -1,6 +1,7 @@
 """Types of IR values: tensors with static shapes, and tuples of them."""
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,7 @@ class TensorType:
     dtype: str = "float32"
 
     def __post_init__(self):
-        shape = tuple(int(d) for d in self.shape)
+        shape = _dims(self.shape)
         if any(d < 0 for d in shape):
             raise IRError(f"TensorType: negative dimension in shape {shape}")
         object.__setattr__(self, "shape", shape)
@@ -60,6 +61,16 @@ class TupleType:
 
 
 Type = TensorType | TupleType
+
+
+def _dims(shape) -> tuple[int, ...]:
+    """operator.index, not int(): a float dimension (2.7) must not become 2, nor True become 1."""
+    try:
+        if any(isinstance(d, bool | np.bool_) for d in shape):
+            raise TypeError
+        return tuple(operator.index(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"TensorType: shape {shape!r} must be a sequence of ints") from None
 
 
 def shape_str(shape: tuple[int, ...]) -> str:

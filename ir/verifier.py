@@ -6,7 +6,9 @@ inference again, that every function has exactly one dataflow block, and that ar
 """
 from __future__ import annotations
 
-from .nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
+import numpy as np
+
+from .nodes import Binding, Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from .ops.registry import make_call
 from .printer import print_expr
 from .structural import attrs_equal
@@ -34,6 +36,10 @@ class _Names:
         return var.name
 
 
+def _is_type(t) -> bool:
+    return isinstance(t, TensorType) or isinstance(t, TupleType) and all(_is_type(f) for f in t.fields)
+
+
 def _text(e: Expr) -> str:
     try:
         return print_expr(e, _Names())
@@ -59,8 +65,12 @@ class _FunctionChecker:
                 raise self.fail(f"parameter {p!r} is not a Var")
             if p in self.defined:
                 raise self.fail(f"parameter {p.name} appears twice")
+            if not _is_type(p.type):
+                raise self.fail(f"parameter {p.name} has type {p.type!r}, not an R.Tensor or R.Tuple of them")
             self.defined.add(p)
         for i, b in enumerate(fn.blocks[0].bindings):
+            if not isinstance(b, Binding):
+                raise self.fail(f"binding {i} is a {type(b).__name__}, not an ir.Binding")
             self.where = f", binding {i} ({b.var.name} = {_text(b.value)})"
             self.binding(b.var, b.value)
         self.where = f", return value ({_text(fn.body)})"
@@ -97,8 +107,11 @@ class _FunctionChecker:
             if e not in self.defined:
                 raise self.fail(f"{e.name} is used but not defined before this point")
         elif isinstance(e, Constant):
-            if e.type != TensorType(e.data.shape, str(e.data.dtype)):
-                raise self.fail(f"constant of type {e.type} holds data of shape {e.data.shape}, dtype {e.data.dtype}")
+            data = e.data
+            if not isinstance(data, np.ndarray):
+                raise self.fail(f"constant of type {e.type} holds a {type(data).__name__}, not a NumPy array")
+            if (data.shape, str(data.dtype)) != (e.type.shape, e.type.dtype):
+                raise self.fail(f"constant of type {e.type} holds data of shape {data.shape}, dtype {data.dtype}")
         elif isinstance(e, Tuple):
             for f in e.fields:
                 self.atom(f, allow_item)

@@ -57,19 +57,24 @@ def nll_loss(logp, targets, ignore_index: int = -100, reduction: str = "mean") -
 
 
 def cross_entropy(logits, labels, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
-    """Softmax cross-entropy of logits (N, C): integer labels (N,), or class probabilities (N, C).
+    """Softmax cross-entropy in torch's layout: logits (N, C, d1, ...) or (C,), with integer labels
+    (N, d1, ...) or (), or class probabilities shaped like the logits. The class axis is 1 (0 for (C,)).
 
-    With integer labels this is nll_loss(log_softmax(logits), labels), as torch's; with probabilities
-    it is -sum(labels * log_softmax(logits), axis=-1), reduced (ignore_index does not apply).
+    With integer labels this is nll_loss(log_softmax(logits, axis=1), labels), as torch's; with probabilities
+    it is -sum(labels * log_softmax(logits, axis=1), axis=1), reduced (ignore_index does not apply).
+    torch's `weight` and `label_smoothing` arguments are not supported (passing them is a TypeError); for
+    label smoothing, pass probabilities: (1 - eps) * one_hot(labels, C) + eps / C.
     """
     _check_reduction(reduction)
-    logp = log_softmax(logits, axis=-1)
+    logits = _tensor(logits)
+    axis = 1 if logits.ndim > 2 else -1  # torch's class axis, the one nll_loss picks from (-1 when last)
+    logp = log_softmax(logits, axis=axis)
     labels = _tensor(labels)
     if labels.dtype not in ("int32", "int64"):
         if labels.shape != logp.shape:
             raise ValueError(f"cross_entropy: float labels must be class probabilities shaped like the logits "
                              f"{logp.shape}, got {labels.shape}; integer class labels must be int32 or int64")
-        losses = -tracer.sum(logp * labels, axis=-1)
+        losses = -tracer.sum(logp * labels, axis=axis)
         return _reduce(losses, reduction)
     return nll_loss(logp, labels, ignore_index=ignore_index, reduction=reduction)
 

@@ -12,8 +12,14 @@ from . import init
 from .module import Module, Parameter
 
 
-def _pair(v) -> tuple[int, int]:
-    return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(d) for d in v)
+def _pair(layer: str, argument: str, v, low: int) -> tuple[int, int]:
+    """An int or a pair of ints, each >= low, as a pair; a ValueError naming the layer and argument otherwise."""
+    is_int = isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+    pair = (v, v) if is_int else tuple(v) if isinstance(v, (tuple, list)) else ()
+    if len(pair) != 2 or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= low
+                                 for d in pair):
+        raise ValueError(f"{layer}: {argument} must be an int or a pair of ints, each >= {low}, got {v!r}")
+    return int(pair[0]), int(pair[1])
 
 
 def _default_init(weight: Parameter, bias: Parameter | None, fan_in: int) -> None:
@@ -47,12 +53,17 @@ class Conv2d(Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
                  groups: int = 1, bias: bool = True, dtype: str = "float32"):
         super().__init__()
+        for name, value in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"Conv2d: {name} must be a positive int, got {value!r}")
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) must both "
                              f"be divisible by groups ({groups})")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size, self.stride = _pair(kernel_size), _pair(stride)
-        self.padding, self.dilation = _pair(padding), _pair(dilation)
+        # padding is numbers only: torch's "same" / "valid" strings are not supported
+        self.kernel_size = _pair("Conv2d", "kernel_size", kernel_size, 1)
+        self.stride, self.dilation = _pair("Conv2d", "stride", stride, 1), _pair("Conv2d", "dilation", dilation, 1)
+        self.padding = _pair("Conv2d", "padding", padding, 0)
         self.weight = Parameter(np.empty((out_channels, in_channels // groups, *self.kernel_size), dtype))
         self.bias = Parameter(np.empty((out_channels,), dtype)) if bias else None
         _default_init(self.weight, self.bias, init.fan_in_and_fan_out(self.weight.shape)[0])
@@ -66,8 +77,16 @@ class Conv2d(Module):
 
 
 class MaxPool2d(Module):
+    """Max pooling over NCHW input; stride defaults to kernel_size, padding at most half the window."""
+
     def __init__(self, kernel_size, stride=None, padding=0):
         super().__init__()
+        name = type(self).__name__
+        window = _pair(name, "kernel_size", kernel_size, 1)
+        if stride is not None:
+            _pair(name, "stride", stride, 1)
+        if any(2 * p > k for p, k in zip(_pair(name, "padding", padding, 0), window, strict=True)):
+            raise ValueError(f"{name}: padding ({padding}) must be at most half of kernel_size ({kernel_size})")
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
 
     def forward(self, x):
@@ -95,6 +114,12 @@ class Embedding(Module):
     def forward(self, indices):
         if not isinstance(indices, tracer.Tensor):
             indices = tracer.tensor(np.asarray(indices))
+        # take() counts negative indices from the end (numpy's rule); an embedding must refuse them, as torch.
+        # Only known values can be checked: a traced argument's indices are checked by take's kernel alone.
+        known = indices._data
+        if known is not None and known.size and (int(known.min()) < 0 or int(known.max()) >= self.num_embeddings):
+            bad = int(known.min()) if int(known.min()) < 0 else int(known.max())
+            raise IndexError(f"{self!r}: index {bad} is out of range [0, {self.num_embeddings})")
         return tracer.take(self.weight, indices, axis=0)
 
     def extra_repr(self) -> str:
@@ -106,11 +131,18 @@ class LayerNorm(Module):
 
     def __init__(self, dim: int, eps: float = 1e-5, dtype: str = "float32"):
         super().__init__()
+        if isinstance(dim, (tuple, list)):  # torch's normalized_shape: only a single (last) axis here
+            if len(dim) != 1:
+                raise ValueError(f"LayerNorm: normalises over the last axis only, got normalized_shape {tuple(dim)}; "
+                                 "reshape so the axes to normalise are one last axis")
+            (dim,) = dim
         self.dim, self.eps = dim, eps
         self.weight = Parameter(np.ones((dim,), dtype))
         self.bias = Parameter(np.zeros((dim,), dtype))
 
     def forward(self, x):
+        if not x.shape or x.shape[-1] != self.dim:
+            raise ValueError(f"{self!r}: expected the last axis of x to have size {self.dim}, got x of shape {x.shape}")
         return F.layer_norm(x, self.weight, self.bias, eps=self.eps)
 
     def extra_repr(self) -> str:
@@ -161,8 +193,16 @@ class Flatten(Module):
 
     def forward(self, x):
         shape = tuple(x.shape)
-        start, end = self.start_dim % len(shape), self.end_dim % len(shape)
-        return tracer.reshape(x, shape[:start] + (-1,) + shape[end + 1:])
+        ndim = max(len(shape), 1)
+        if not (-ndim <= self.start_dim < ndim and -ndim <= self.end_dim < ndim):
+            raise ValueError(f"Flatten: start_dim {self.start_dim} and end_dim {self.end_dim} must be axes of x of "
+                             f"shape {shape}")
+        start, end = self.start_dim % ndim, self.end_dim % ndim
+        if start > end:
+            raise ValueError(f"Flatten: start_dim {self.start_dim} comes after end_dim {self.end_dim} for x of "
+                             f"shape {shape}")
+        # the size is spelled out, not -1, so an empty batch (0, ...) flattens as well
+        return tracer.reshape(x, shape[:start] + (math.prod(shape[start:end + 1]),) + shape[end + 1:])
 
 
 class Sequential(Module):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,6 +38,13 @@ class Parameter(Tensor):
         return "Parameter" + super().__repr__()[len("Tensor"):]
 
 
+class IncompatibleKeys(NamedTuple):
+    """What load_state_dict(strict=False) skipped, as torch's `_IncompatibleKeys`."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
 class StateDictError(KeyError, ValueError):
     """load_state_dict found missing, unexpected or mis-shaped keys (catchable as either error)."""
 
@@ -66,8 +74,18 @@ class Module:
     def __setattr__(self, name: str, value) -> None:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
-        self._parameters.pop(name, None)
-        self._modules.pop(name, None)
+        # as torch: a registered name takes only its own kind (or None), never silently stops being registered
+        if value is not None and name in self._parameters and not isinstance(value, Parameter):
+            raise TypeError(f"{type(self).__name__}: cannot assign a {type(value).__name__} as parameter {name!r} "
+                            "(nn.Parameter or None expected)")
+        if value is not None and name in self._modules and not isinstance(value, (Module, Parameter)):
+            raise TypeError(f"{type(self).__name__}: cannot assign a {type(value).__name__} as child module "
+                            f"{name!r} (nn.Module or None expected)")
+        # reassigning a registered name keeps its place in the order, as torch's dict update does
+        if not isinstance(value, Parameter):
+            self._parameters.pop(name, None)
+        if not isinstance(value, Module):
+            self._modules.pop(name, None)
         if isinstance(value, Parameter):
             self._parameters[name] = value
             value._name = name
@@ -134,6 +152,11 @@ class Module:
         switching with train()/eval() retraces once per mode instead of replaying a stale trace."""
         return tracer.guard(lambda: self._training)
 
+    @training.setter
+    def training(self, mode: bool) -> None:
+        """`m.training = False` sets this module's flag only, as in torch; eval() sets every descendant's."""
+        object.__setattr__(self, "_training", bool(mode))
+
     def train(self, mode: bool = True) -> Module:
         """Set training mode (dropout active) on this module and every descendant."""
         for m in self.modules():
@@ -144,18 +167,27 @@ class Module:
         return self.train(False)
 
     # ------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Dotted parameter name -> a copy of its values as a NumPy array."""
-        return {name: np.array(p.numpy(), copy=True) for name, p in self.named_parameters()}
+    def _state_items(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
+        """Every (dotted name, Parameter) path, a shared parameter once per name, as torch's state_dict."""
+        for n, p in self._parameters.items():
+            yield prefix + n, p
+        for n, m in self._modules.items():
+            yield from m._state_items(f"{prefix}{n}.")
 
-    def load_state_dict(self, state, strict: bool = True) -> None:
-        """Copy values (arrays or Tensors) into the parameters, in place.
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Dotted parameter name -> a copy of its values as a NumPy array. A parameter shared by two modules
+        appears under each of its names, as in torch (so tied weights load from torch and back)."""
+        return {name: np.array(p.numpy(), copy=True) for name, p in self._state_items()}
+
+    def load_state_dict(self, state, strict: bool = True) -> IncompatibleKeys:
+        """Copy values (arrays or Tensors) into the parameters, in place; returns (missing_keys, unexpected_keys)
+        as torch's.
 
         Every missing, unexpected and mis-shaped key is named in one StateDictError (a KeyError and a
         ValueError); with strict=False missing and unexpected keys are ignored, shapes still checked.
         Nothing is written unless the whole dict is accepted.
         """
-        params = dict(self.named_parameters())
+        params = dict(self._state_items())
         values = {k: np.asarray(v) for k, v in state.items()}
         missing = [k for k in params if k not in values]
         unexpected = [k for k in values if k not in params]
@@ -173,6 +205,7 @@ class Module:
         for k, p in params.items():
             if k in values:
                 p._data[...] = values[k]
+        return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------ printing
     def extra_repr(self) -> str:

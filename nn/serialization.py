@@ -22,6 +22,8 @@ FORMAT_VERSION = 1
 
 
 def _flatten(state, prefix: str, out: dict) -> None:
+    if not isinstance(state, dict):
+        raise TypeError(f"nn.save: expected a dict of arrays, got a {type(state).__name__}")
     for key, value in state.items():
         if not isinstance(key, str) or not key or SEP in key or key == MARKER:
             raise ValueError(f"nn.save: key {prefix + str(key)!r} must be a non-empty string without {SEP!r}")
@@ -29,15 +31,16 @@ def _flatten(state, prefix: str, out: dict) -> None:
         if isinstance(value, dict):
             _flatten(value, name + SEP, out)
             continue
+        given = value
         if isinstance(value, Tensor):
             value = value.numpy()
         elif isinstance(value, (bool, int, float, np.number, np.bool_)):
             value = np.asarray(value)
         elif hasattr(value, "get") and not isinstance(value, np.ndarray):  # a CuPy array
             value = value.get()
-        if not isinstance(value, np.ndarray) or value.dtype.hasobject:
-            raise TypeError(f"nn.save: {name!r} is a {type(value).__name__}; only arrays, Tensors, numbers and "
-                            "dicts of them can be saved")
+        if not isinstance(value, np.ndarray) or value.dtype.hasobject:  # object arrays would need pickle
+            raise TypeError(f"nn.save: {name!r} is a {type(given).__name__} that cannot be stored without pickle; "
+                            "only arrays, Tensors, numbers (that fit in 64 bits) and dicts of them can be saved")
         out[name] = value
 
 
@@ -80,6 +83,10 @@ def _fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
+class _NewerFormat(ValueError):
+    """A tracegrad file from a newer version: intact, so not reported as damaged."""
+
+
 def load(path) -> dict:
     """Read a file written by `save`: nested dicts of NumPy arrays (numbers come back as 0-d arrays).
 
@@ -92,23 +99,33 @@ def load(path) -> dict:
         if not isinstance(npz, np.lib.npyio.NpzFile):
             raise ValueError("a single array, not an .npz archive")
         with npz:
-            flat = {key: npz[key] for key in npz.files}
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
+            # read by member name: npz.files drops ".npy", so keys "a" and "a.npy" would read one member
+            flat = {member.removesuffix(".npy"): npz[member] for member in npz.zip.namelist()}
+        if MARKER not in flat:
+            raise ValueError(f"no {MARKER} entry")
+        version = int(flat.pop(MARKER).item())
+        if version > FORMAT_VERSION:
+            raise _NewerFormat(f"nn.load: {path} has format version {version}; this tracegrad reads up to "
+                               f"{FORMAT_VERSION}")
+        return _unflatten(flat)
+    except (FileNotFoundError, IsADirectoryError, PermissionError, _NewerFormat):
         raise
     except Exception as e:  # anything else that goes wrong while parsing the bytes means they are not ours
         raise ValueError(f"nn.load: {path} is damaged or not a tracegrad file ({type(e).__name__}: {e})") from e
-    if MARKER not in flat:
-        raise ValueError(f"nn.load: {path} is damaged or not a tracegrad file (no {MARKER} entry)")
-    version = int(flat.pop(MARKER))
-    if version > FORMAT_VERSION:
-        raise ValueError(f"nn.load: {path} has format version {version}; this tracegrad reads up to "
-                         f"{FORMAT_VERSION}")
+
+
+def _unflatten(flat: dict) -> dict:
+    """{"a/b": x} -> {"a": {"b": x}}; refuses names that `save` cannot have written."""
     out: dict = {}
     for name, value in flat.items():
         *parents, leaf = name.split(SEP)
         node = out
         for part in parents:
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"{name!r} lies under an array")
+        if not all(parents + [leaf]) or leaf in node:
+            raise ValueError(f"{name!r} is an empty or a repeated name")
         node[leaf] = value
     return out
 

@@ -13,27 +13,46 @@ def as_tensor(x, like: Tensor | None = None) -> Tensor:
 
 
 def promote(*values) -> list[Tensor]:
-    """Tensors of one dtype: Python scalars take the tensors' dtype (a float scalar makes an integer
-    tensor float32, as PyTorch does); tensors of different dtypes promote as NumPy does, by astype."""
+    """Tensors of one dtype. Tensors promote among themselves as NumPy does (by astype); every other
+    operand (Python or NumPy scalar, array, list) is weak: it takes the tensors' dtype unless its kind is
+    higher, so a float operand makes an integer or bool tensor float32 and an int one makes a bool tensor
+    int64, as PyTorch does with scalars, and nothing is silently truncated. With no Tensor at all,
+    arrays and lists are the tensors."""
+    if not any(isinstance(v, Tensor) for v in values):
+        values = [v if isinstance(v, _SCALARS) else Tensor(v) for v in values]
     tensors = [v for v in values if isinstance(v, Tensor)]
-    if not tensors:
-        return [Tensor(v) for v in values]
-    dtype = np.result_type(*[t.dtype for t in tensors])
-    if dtype.kind in "biu" and any(isinstance(v, float) for v in values):
+    weak = {_kind(v) for v in values if not isinstance(v, Tensor)}
+    dtype = np.result_type(*[t.dtype for t in tensors]) if tensors else np.dtype("bool")
+    if dtype.kind in "biu" and "f" in weak:
         dtype = np.dtype("float32")
-    elif dtype.kind == "b" and any(isinstance(v, int) and not isinstance(v, bool) for v in values):
+    elif dtype.kind == "b" and weak & {"i", "u"}:
         dtype = np.dtype("int64")
     dtype = str(dtype)
     out = []
     for v in values:
         if isinstance(v, Tensor):
             out.append(v if v.dtype == dtype else astype(v, dtype))
-        elif isinstance(v, (bool, int, float, np.number, np.bool_)):
+        elif isinstance(v, _SCALARS):
             out.append(Tensor(np.asarray(v, dtype=dtype)))
         else:
             t = Tensor(v)
             out.append(t if t.dtype == dtype else astype(t, dtype))
     return out
+
+
+_SCALARS = (bool, int, float, np.number, np.bool_)
+
+
+def _kind(v) -> str:
+    """The dtype kind ("b", "i", "u", "f", ...) of a weak operand; Tensor() rejects the unsupported ones."""
+    if isinstance(v, (bool, np.bool_)):
+        return "b"
+    if isinstance(v, (int, np.integer)):
+        return "i"
+    if isinstance(v, (float, np.floating)):
+        return "f"
+    dtype = getattr(v, "dtype", None)  # arrays, NumPy's or CuPy's
+    return np.dtype(dtype).kind if dtype is not None else np.asarray(v).dtype.kind
 
 
 def astype(x, dtype: str) -> Tensor:

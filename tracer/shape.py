@@ -11,16 +11,20 @@ from .tensor import Tensor, apply
 
 
 def _ints(value) -> tuple[int, ...]:
-    if isinstance(value, (int, np.integer)):
-        return (int(value),)
-    return tuple(int(v) for v in value)
+    """One int or a sequence of them, as a tuple. Nothing is converted with int(): the op's attribute
+    check refuses floats (2.7 must not become 2) and names the op and the attribute."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        return (value,)
+    return tuple(value)
 
 
 def _axes(axis) -> tuple[int, ...] | None:
     return None if axis is None else _ints(axis)
 
 
-def _axis(fn: str, axis: int, ndim: int) -> int:
+def _axis(fn: str, axis: int, ndim: int, name: str = "axis") -> int:
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{fn}: {name} must be an int, got {axis!r}")
     if not -ndim <= axis < ndim:
         raise ValueError(f"{fn}: axis {axis} out of range for a tensor of {ndim} dimension(s)")
     return axis % ndim
@@ -94,7 +98,7 @@ def transpose(x, dim0: int = -2, dim1: int = -1) -> Tensor:
     """Swap two axes (PyTorch's transpose); by default the last two."""
     x = as_tensor(x)
     axes = list(range(x.ndim))
-    a, b = _axis("transpose", dim0, x.ndim), _axis("transpose", dim1, x.ndim)
+    a, b = _axis("transpose", dim0, x.ndim, "dim0"), _axis("transpose", dim1, x.ndim, "dim1")
     axes[a], axes[b] = axes[b], axes[a]
     return x if a == b else apply("permute_dims", [x], axes=axes)
 

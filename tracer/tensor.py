@@ -6,6 +6,7 @@ op's kernel at once or appends a binding to the active trace.
 from __future__ import annotations
 
 import threading
+import weakref
 
 import numpy as np
 
@@ -76,6 +77,11 @@ class Tensor:
     __array_ufunc__ = None  # numpy defers to our reflected operators: ndarray * Tensor -> Tensor
 
     def __init__(self, data=None, dtype=None, *, _var: Var | None = None, _trace=None, name: str = ""):
+        if isinstance(data, Tensor) and data._var is not None:
+            # a traced value: the new tensor is the same SSA value (cast when another dtype is asked for)
+            if dtype is not None and ir.types.check_dtype(dtype, "tensor") != data.dtype:
+                data = apply("astype", [data], dtype=dtype)
+            _var, _trace = data._var, data._trace
         if _var is not None:
             self._data, self._var, self._trace = None, _var, _trace
         else:
@@ -83,14 +89,16 @@ class Tensor:
             self._var, self._trace = None, None
         self._name = name
         ctx = active_trace()
-        self._in_trace = ctx is not None and _var is None  # made inside a trace: a constant of it
+        # the trace it was made in (weakly: a kept constant must not keep the trace alive), where it is a
+        # constant; any other trace captures it as a parameter
+        self._in_trace = weakref.ref(ctx) if ctx is not None and _var is None else None
         self._fresh_seed = False
 
     @classmethod
     def wrap(cls, array) -> Tensor:
         """A concrete Tensor around an array the library made itself (no copy, no checks)."""
         t = object.__new__(cls)
-        t._data, t._var, t._trace, t._name, t._in_trace, t._fresh_seed = array, None, None, "", False, False
+        t._data, t._var, t._trace, t._name, t._in_trace, t._fresh_seed = array, None, None, "", None, False
         return t
 
     # ------------------------------------------------------------ basic properties
@@ -139,8 +147,13 @@ class Tensor:
         return data if isinstance(data, np.ndarray) else data.get()
 
     def __array__(self, dtype=None, copy=None):
+        # NumPy 2's protocol: copy=True (np.array) must not hand out the tensor's own buffer
         a = self.numpy()
-        return a if dtype is None else a.astype(dtype)
+        if dtype is not None and a.dtype != dtype:
+            if copy is False:
+                raise ValueError(f"a {a.dtype} tensor cannot be viewed as {dtype} without a copy")
+            return a.astype(dtype)
+        return a.copy() if copy else a
 
     def item(self):
         data = self._concrete("item()")
@@ -191,7 +204,7 @@ def to_expr(value, ctx) -> Expr:
             raise TraceError(f"a traced value ({value._var.type}) escaped the trace that made it; "
                              "return it from the traced function instead of storing it")
         return value._var
-    if value._in_trace and not value._fresh_seed:
+    if value._in_trace and value._in_trace() is ctx and not value._fresh_seed:
         return Constant(value._data if isinstance(value._data, np.ndarray) else value._data.get())
     return ctx.capture(value)
 

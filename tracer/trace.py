@@ -28,7 +28,8 @@ class Spec:
 
 def spec(shape, dtype: str = "float32") -> Spec:
     """An abstract argument: `trace(f, spec((3, 3)))`."""
-    return Spec(tuple(int(d) for d in shape), ir.types.check_dtype(dtype, "spec"))
+    t = TensorType(tuple(shape), ir.types.check_dtype(dtype, "spec"))  # refuses float dimensions
+    return Spec(t.shape, t.dtype)
 
 
 class TraceContext:

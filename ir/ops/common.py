@@ -42,17 +42,24 @@ def require_float(op: Op, t: TensorType, arg: str = "x") -> None:
         raise op.error(f"argument {arg} must be a floating tensor, got dtype {t.dtype}")
 
 
-def norm_axis(op: Op, axis: int, ndim: int, arg: str = "axis") -> int:
-    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+def require_numeric(op: Op, t: TensorType, arg: str = "x") -> None:
+    if t.dtype == "bool":
+        raise op.error(f"argument {arg} must be numeric, got dtype bool; insert astype to convert")
+
+
+def norm_axis(op: Op, axis: int, ndim: int, arg: str = "axis", scalar_ok: bool = False) -> int:
+    """axis in 0..ndim-1. `scalar_ok` also accepts axis 0 / -1 of a 0-d tensor (as PyTorch's reductions
+    do; the caller must then treat it as no axis at all, since a 0-d tensor has no dimension to index)."""
+    if not -ndim <= axis < ndim and not (scalar_ok and ndim == 0 and axis in (0, -1)):
         raise op.error(f"{arg} {axis} out of range for a tensor of {ndim} dimension(s)")
     return axis % ndim if ndim else 0
 
 
-def norm_axes(op: Op, axes, ndim: int) -> tuple[int, ...]:
+def norm_axes(op: Op, axes, ndim: int, scalar_ok: bool = False) -> tuple[int, ...]:
     """None -> all axes; ints normalized, sorted, duplicates rejected."""
     if axes is None:
         return tuple(range(ndim))
-    out = tuple(sorted(norm_axis(op, a, ndim) for a in axes))
+    out = tuple(sorted(norm_axis(op, a, ndim, scalar_ok=scalar_ok) for a in axes))
     if len(set(out)) != len(out):
         raise op.error(f"repeated axis in {axes}")
     return out

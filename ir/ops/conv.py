@@ -109,7 +109,9 @@ def _im2col(xp, data, kernel, groups, strides, padding, dilation, out_hw):
     n, c = data.shape[:2]
     win = _windows(xp, _pad(xp, data, padding), kernel, strides, dilation, out_hw)
     win = win.reshape((n, groups, c // groups) + tuple(out_hw) + tuple(kernel))
-    return win.transpose(1, 0, 3, 4, 2, 5, 6).reshape(groups, n * out_hw[0] * out_hw[1], -1)
+    # explicit sizes, never -1: NumPy cannot infer a -1 when another dimension is 0 (an empty batch)
+    k = c // groups * kernel[0] * kernel[1]
+    return win.transpose(1, 0, 3, 4, 2, 5, 6).reshape(groups, n * out_hw[0] * out_hw[1], k)
 
 
 def _group_matmul(xp, a, b):
@@ -125,7 +127,8 @@ def _group_matmul(xp, a, b):
 def _grad_matrix(g, groups):
     """The output gradient (N, O, Ho, Wo) as (G, N*Ho*Wo, O/G), matching _im2col's rows."""
     n, o, ho, wo = g.shape
-    return g.reshape(n, groups, o // groups, ho, wo).transpose(1, 0, 3, 4, 2).reshape(groups, n * ho * wo, -1)
+    return g.reshape(n, groups, o // groups, ho, wo).transpose(1, 0, 3, 4, 2).reshape(groups, n * ho * wo,
+                                                                                    o // groups)
 
 # ---------------------------------------------------------------- conv2d and its backward helpers
 
@@ -139,10 +142,10 @@ def _infer_conv2d(op, types, strides, padding, dilation, groups):
 
 def _conv2d(xp, data, weight, strides, padding, dilation, groups):
     n = data.shape[0]
-    o, _, kh, kw = weight.shape
+    o, cg, kh, kw = weight.shape
     out_hw = _out_hw(None, data.shape[2:], (kh, kw), strides, padding, dilation)
     cols = _im2col(xp, data, (kh, kw), groups, strides, padding, dilation, out_hw)
-    wmat = weight.reshape(groups, o // groups, -1).transpose(0, 2, 1)
+    wmat = weight.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
     out = _group_matmul(xp, cols, wmat)  # (G, N*Ho*Wo, O/G)
     return out.reshape((groups, n) + out_hw + (o // groups,)).transpose(1, 0, 4, 2, 3).reshape((n, o) + out_hw)
 
@@ -159,7 +162,8 @@ def _infer_conv2d_input_backward(op, types, strides, padding, dilation, groups, 
 def _conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, input_shape):
     n, o, ho, wo = g.shape
     _, cg, kh, kw = weight.shape
-    dcols = _group_matmul(xp, _grad_matrix(g, groups), weight.reshape(groups, o // groups, -1))  # (G, N*Ho*Wo, K)
+    wmat = weight.reshape(groups, o // groups, cg * kh * kw)
+    dcols = _group_matmul(xp, _grad_matrix(g, groups), wmat)  # (G, N*Ho*Wo, K)
     dcols = dcols.reshape(groups, n, ho, wo, cg, kh, kw).transpose(1, 0, 4, 5, 6, 2, 3)
     dcols = dcols.reshape(n, groups * cg, kh, kw, ho, wo)
     return _scatter_windows(xp, dcols, input_shape, strides, padding, dilation)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from ..types import TensorType
-from .common import broadcast_shape, require_float, same_dtype
+from .common import broadcast_shape, require_float, require_numeric, same_dtype
 from .registry import Attr, declare, tensor_arg
 from .special import erf
 
@@ -15,13 +15,24 @@ def _infer_binary(op, types):
     return TensorType(broadcast_shape(op, types), same_dtype(op, types))
 
 
-def _binary(name, fn):
-    declare(name, ("x1", "x2"), infer=_infer_binary, kernel=lambda xp, a, b: fn(xp, a, b))
+def _infer_numeric_binary(op, types):
+    # NumPy has no bool subtract, and bool divide / power would not stay bool
+    out = _infer_binary(op, types)
+    require_numeric(op, out, "x1")
+    return out
+
+
+def _binary(name, fn, bool_ok=True):
+    declare(name, ("x1", "x2"), infer=_infer_binary if bool_ok else _infer_numeric_binary,
+            kernel=lambda xp, a, b: fn(xp, a, b))
 
 
 def _divide(xp, a, b):
-    if a.dtype.kind in "iub":  # integer division truncates toward zero in Relax; keep the dtype
-        return xp.trunc(a / b).astype(a.dtype)
+    if a.dtype.kind in "iu":
+        # Integer division truncates toward zero in Relax and keeps the dtype. Integer ops, not
+        # trunc(a / b): float64 is inexact beyond 2**53.
+        q = a // b
+        return q + ((q < 0) & (q * b != a)).astype(q.dtype)
     return a / b
 
 
@@ -30,10 +41,10 @@ def _power(xp, a, b):
 
 
 _binary("add", lambda xp, a, b: a + b)
-_binary("subtract", lambda xp, a, b: a - b)
+_binary("subtract", lambda xp, a, b: a - b, bool_ok=False)
 _binary("multiply", lambda xp, a, b: a * b)
-_binary("divide", _divide)
-_binary("power", _power)
+_binary("divide", _divide, bool_ok=False)
+_binary("power", _power, bool_ok=False)
 _binary("maximum", lambda xp, a, b: xp.maximum(a, b))
 _binary("minimum", lambda xp, a, b: xp.minimum(a, b))
 
@@ -42,6 +53,12 @@ _binary("minimum", lambda xp, a, b: xp.minimum(a, b))
 
 def _infer_same(op, types):
     return tensor_arg(op, types, 0)
+
+
+def _infer_numeric_unary(op, types):
+    t = tensor_arg(op, types, 0)
+    require_numeric(op, t)
+    return t
 
 
 def _infer_float_unary(op, types):
@@ -73,7 +90,7 @@ def _infer_gelu(op, types, approximate):
     return _infer_float_unary(op, types)
 
 
-_unary("negative", lambda xp, x: -x, float_only=False)
+declare("negative", ("x",), infer=_infer_numeric_unary, kernel=lambda xp, x: -x)
 _unary("abs", lambda xp, x: xp.abs(x), float_only=False)
 _unary("exp", lambda xp, x: xp.exp(x))
 _unary("log", lambda xp, x: xp.log(x))

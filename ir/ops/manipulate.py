@@ -107,7 +107,7 @@ def _infer_squeeze(op, types, axis):
     if axis is None:
         axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
     else:
-        axes = norm_axes(op, axis, x.ndim)  # on a 0-d tensor only axis 0 / -1 passes, and drops nothing
+        axes = norm_axes(op, axis, x.ndim, scalar_ok=True)  # on a 0-d tensor axis 0 / -1 drops nothing
         axes = axes if x.ndim else ()
         wrong = [a for a in axes if x.shape[a] != 1]
         if wrong:
@@ -265,12 +265,18 @@ def _infer_take(op, types, axis):
     return TensorType(_take_shape(op, x, indices, axis), x.dtype)
 
 
-def _wrap(xp, indices, n):
+def _wrap(xp, indices, n, op, axis):
+    """Indices in 0..n-1, negative ones counted from the end. Out-of-range ones raise: NumPy would read
+    index -n-1 as -1 after the shift, and CuPy wraps every index."""
+    bad = (indices < -n) | (indices >= n)
+    if indices.size and bool(bad.any()):
+        raise IndexError(f"{op}: index {int(indices[bad].reshape(-1)[0])} is out of range for axis {axis} "
+                         f"of size {n}")
     return xp.where(indices < 0, indices + n, indices)
 
 
 def _take(xp, x, indices, axis):
-    return xp.take(x, _wrap(xp, indices, x.shape[axis]), axis=axis)
+    return xp.take(x, _wrap(xp, indices, x.shape[axis], "take", axis), axis=axis)
 
 
 declare("take", ("x", "indices"), (Attr("axis", "int", 0),), infer=_infer_take, kernel=_take)
@@ -289,7 +295,8 @@ def _take_backward(xp, data, indices, shape, axis):
     out = xp.zeros(shape, data.dtype)
     axis %= len(shape)
     # add.at, not assignment: repeated indices must accumulate.
-    xp.add.at(out, (slice(None),) * axis + (_wrap(xp, indices, shape[axis]),), data)
+    index = _wrap(xp, indices, shape[axis], "grad.take_backward", axis)
+    xp.add.at(out, (slice(None),) * axis + (index,), data)
     return out
 
 

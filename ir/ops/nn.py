@@ -20,11 +20,15 @@ def _infer_softmax(op, types, axis):
 
 
 def _softmax(xp, x, axis):
+    if x.size == 0:  # max has no identity over an empty axis; the result is as empty as x
+        return x.copy()
     e = xp.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
 
 
 def _log_softmax(xp, x, axis):
+    if x.size == 0:
+        return x.copy()
     shifted = x - x.max(axis=axis, keepdims=True)
     return shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
 

@@ -35,7 +35,7 @@ def _avg_pool2d(xp, data, pool_size, strides, padding, dilation, ceil_mode):
 def _argmax(xp, data, pool_size, strides, padding, dilation):
     """Flat index (i * kw + j) of the first maximum of each window, shape (N, C, Ho, Wo)."""
     win = _data_windows(xp, data, pool_size, strides, padding, dilation, -xp.inf)
-    return win.reshape(win.shape[:4] + (-1,)).argmax(axis=-1)
+    return win.reshape(win.shape[:4] + (pool_size[0] * pool_size[1],)).argmax(axis=-1)  # never -1: N may be 0
 
 
 def _scatter(xp, cols, in_shape, pool_size, strides, padding, dilation):
@@ -86,7 +86,8 @@ def _max_pool2d_gather(xp, x, data, pool_size, strides, padding, dilation, ceil_
     # x at the position where max_pool2d(data) found each window's maximum
     am = _argmax(xp, data, pool_size, strides, padding, dilation)
     win = _data_windows(xp, x, pool_size, strides, padding, dilation)
-    return xp.take_along_axis(win.reshape(win.shape[:4] + (-1,)), am[..., None], axis=-1)[..., 0]
+    flat = win.reshape(win.shape[:4] + (pool_size[0] * pool_size[1],))
+    return xp.take_along_axis(flat, am[..., None], axis=-1)[..., 0]
 
 
 _LAYOUT = {"layout": ("NCHW",), "out_layout": ("NCHW",)}

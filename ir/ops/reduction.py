@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..types import TensorType
-from .common import norm_axes, norm_axis, require_float
+from .common import norm_axes, norm_axis, require_float, require_numeric
 from .registry import Attr, declare, tensor_arg
 
 AXIS_ATTRS = (Attr("axis", "axes", None), Attr("keepdims", "bool", False))
@@ -28,9 +28,9 @@ def _infer(kind):
         x = tensor_arg(op, types, 0)
         if kind == "float":
             require_float(op, x)
-        elif kind == "number" and x.dtype == "bool":
-            raise op.error("argument x must be numeric, got dtype bool; insert astype to convert")
-        axes = norm_axes(op, axis, x.ndim)  # on a 0-d tensor only axis 0 / -1 passes, and reduces nothing
+        elif kind == "number":
+            require_numeric(op, x)
+        axes = norm_axes(op, axis, x.ndim, scalar_ok=True)  # on a 0-d tensor axis 0 / -1 reduces nothing
         axes = axes if x.ndim else ()
         if kind == "order" and any(x.shape[a] == 0 for a in axes):
             raise op.error(f"cannot reduce x of shape {x.shape} over an empty axis (axis={axis}): it has no "
@@ -60,7 +60,7 @@ def _infer_argmax(op, types, axis, keepdims):
     if axis is None:
         axes = tuple(range(x.ndim))
     else:
-        axes = (norm_axis(op, axis, x.ndim),) if x.ndim else ()
+        axes = (norm_axis(op, axis, x.ndim, scalar_ok=True),) if x.ndim else ()
     if any(x.shape[a] == 0 for a in axes) or (axis is None and x.size == 0):
         raise op.error(f"cannot take argmax of x of shape {x.shape} over an empty axis (axis={axis})")
     return TensorType(reduced_shape(x.shape, axes, keepdims), "int64")

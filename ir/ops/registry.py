@@ -6,9 +6,12 @@ IRError naming the op, the argument and the shapes when the arguments do not fit
 """
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from ..nodes import Call, Constant, Expr, Tuple
 from ..types import IRError, TensorType, TupleType, Type, check_dtype
@@ -16,7 +19,8 @@ from ..types import IRError, TensorType, TupleType, Type, check_dtype
 REQUIRED = object()
 
 # Attribute kinds and how a value of each kind is normalized.
-ATTR_KINDS = ("int", "float", "bool", "str", "dtype", "shape", "ints", "axes", "opt_int", "seed")
+# "number" keeps an int an int (a fill value of 2**62 + 1 must not round through float64).
+ATTR_KINDS = ("int", "float", "number", "bool", "str", "dtype", "shape", "ints", "axes", "opt_int", "seed")
 
 
 @dataclass(frozen=True)
@@ -69,15 +73,26 @@ def get_op(name: str) -> Op:
         raise IRError(f"unknown op {name!r}") from None
 
 
+def _integer(value) -> int:
+    """An int from an int or NumPy integer; floats (which would truncate) and bools are refused."""
+    if isinstance(value, bool | np.bool_):
+        raise TypeError
+    return operator.index(value)
+
+
 def normalize_attr(op: Op, attr: Attr, value: Any) -> Any:
     kind = attr.kind
     try:
         if kind == "int":
-            if isinstance(value, bool):
-                raise TypeError
-            return int(value)
+            return _integer(value)
         if kind == "float":
+            if isinstance(value, str):
+                raise TypeError
             return float(value)
+        if kind == "number":
+            if isinstance(value, float | np.floating):
+                return float(value)
+            return int(value) if isinstance(value, bool | np.bool_) else _integer(value)
         if kind == "bool":
             if not isinstance(value, bool):
                 raise TypeError
@@ -88,18 +103,14 @@ def normalize_attr(op: Op, attr: Attr, value: Any) -> Any:
             return value
         if kind == "dtype":
             return check_dtype(value, f"{op.name}: attribute {attr.name}")
-        if kind in ("shape", "ints"):
-            if isinstance(value, int):
-                value = (value,)
-            return tuple(int(v) for v in value)
-        if kind == "axes":
-            if value is None:
+        if kind in ("shape", "ints", "axes"):
+            if value is None and kind == "axes":
                 return None
-            if isinstance(value, int):
-                return (int(value),)
-            return tuple(int(v) for v in value)
+            if isinstance(value, int | np.integer):
+                value = (value,)
+            return tuple(_integer(v) for v in value)
         if kind == "opt_int":
-            return None if value is None else int(value)
+            return None if value is None else _integer(value)
         if kind == "seed":
             return value
     except (TypeError, ValueError):

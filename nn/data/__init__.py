@@ -9,8 +9,9 @@ from tracer import Tensor
 
 
 def batches(arrays, batch_size: int, shuffle: bool = True, seed: int | None = None, drop_last: bool = False):
-    """Yield tuples of aligned batches from `arrays` (a tuple/list of arrays sharing their first dimension,
-    or one array); seed=None shuffles differently every call, a seed fixes the order.
+    """An iterator over tuples of aligned batches from `arrays` (a tuple/list of arrays sharing their first
+    dimension, or one array); seed=None shuffles differently every call, a seed fixes the order. The last
+    batch is smaller unless drop_last; the arguments are checked at once, not at the first batch.
 
     >>> x, y = np.arange(10).reshape(5, 2), np.arange(5)
     >>> [b[1].tolist() for b in batches((x, y), 2, shuffle=False)]
@@ -25,9 +26,16 @@ def batches(arrays, batch_size: int, shuffle: bool = True, seed: int | None = No
     if None in lengths or len(set(lengths)) != 1:
         shapes = ", ".join(str(a.shape) for a in arrays)
         raise ValueError(f"batches: the arrays must share their first dimension, got shapes {shapes}")
-    if int(batch_size) != batch_size or batch_size < 1:
-        raise ValueError(f"batches: batch_size must be a positive integer, got {batch_size}")
-    n = lengths[0]
+    whole = isinstance(batch_size, (int, np.integer)) and not isinstance(batch_size, bool) or \
+        isinstance(batch_size, (float, np.floating)) and float(batch_size).is_integer()
+    if not whole or batch_size < 1:
+        raise ValueError(f"batches: batch_size must be a positive integer, got {batch_size!r}")
+    # checked above, when called; the batches themselves come lazily
+    return _batches(arrays, int(batch_size), shuffle, seed, drop_last)
+
+
+def _batches(arrays, batch_size: int, shuffle: bool, seed, drop_last: bool):
+    n = len(arrays[0])
     order = np.random.default_rng(seed).permutation(n) if shuffle else np.arange(n)
     stop = n - n % batch_size if drop_last else n
     for start in range(0, stop, batch_size):

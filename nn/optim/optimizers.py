@@ -103,8 +103,9 @@ class SGD(Optimizer):
     g = g + momentum * buf if nesterov else buf;  p -= lr * g
     """
 
-    def __init__(self, params, lr: float, momentum: float = 0.0, dampening: float = 0.0, weight_decay: float = 0.0,
-                 nesterov: bool = False):
+    # DESIGN.md's positional order (momentum, weight_decay, nesterov); torch's dampening comes by keyword
+    def __init__(self, params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+                 *, dampening: float = 0.0):
         super().__init__(params, lr)
         _check_nonnegative(self, momentum=momentum, weight_decay=weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
