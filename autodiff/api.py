@@ -11,9 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 
 import ir
-from ir import Executor, IRModule
+from ir import Executor, IRModule, substitute
 from tracer import Tensor
 from tracer.rng import draw_seed
+from tracer.tensor import active_trace, apply, to_expr
 from tracer.trace import Spec, arg_type, trace_function
 
 from .gradient import Gradient
@@ -55,8 +56,6 @@ class _GradFunction:
         for i, t in enumerate(self.leaves):
             if not isinstance(t, Tensor):
                 raise TypeError(f"wrt[{i}] must be a Tensor, got {type(t).__name__}")
-            if t.is_traced:
-                raise TypeError(f"wrt[{i}] is a traced value; name concrete tensors (weights or arguments)")
             if t.dtype not in ir.FLOAT_DTYPES:
                 raise TypeError(f"wrt[{i}] has dtype {t.dtype}; only floating-point tensors have gradients")
         self.cache: dict[tuple, list[_Compiled]] = {}
@@ -78,6 +77,9 @@ class _GradFunction:
         return self.last.executor.stats
 
     def __call__(self, *args):
+        ctx = active_trace()
+        if ctx is not None:  # grad of grad, or grad inside any traced function: inline the adjoint
+            return self._call_in_trace(ctx, args)
         # Which argument is which wrt leaf is part of the signature; any other tensor only by type.
         key = tuple(_signature(a, self.leaf_index) for a in args)
         entries = self.cache.setdefault(key, [])
@@ -90,6 +92,15 @@ class _GradFunction:
 
     def _compile(self, args) -> _Compiled:
         traced = trace_function(self.fn, args)
+        mod, slots = self._differentiate(traced, args)
+        # CuPy arrays in (arguments or captured weights) run the compiled step on the GPU
+        arrays = [_array(a) for a in args] + [t._data for t in traced.captured]
+        device = "cuda" if any(_on_gpu(a) for a in arrays) else "cpu"
+        executor = Executor(mod, device=device)
+        return _Compiled(mod, executor, traced.captured, traced.out_tree, slots, traced.guards_hold)
+
+    def _differentiate(self, traced, args) -> tuple[IRModule, list[int | None]]:
+        """Gradient and clean-up of a trace; for each wrt leaf, its index among the gradients."""
         fn_ir = traced.mod["main"]
         arg_params = [p for p in fn_ir.params[: len(fn_ir.params) - len(traced.captured)]]
         by_identity: dict[int, ir.Var] = {}
@@ -112,11 +123,28 @@ class _GradFunction:
         mod = Gradient("main", require_grads=require, target_index=0)(traced.mod)
         mod = ir.transform.cleanup()(mod)
         ir.verify(mod)
-        # CuPy arrays in (arguments or captured weights) run the compiled step on the GPU
-        arrays = [_array(a) for a in args] + [t._data for t in traced.captured]
-        device = "cuda" if any(_on_gpu(a) for a in arrays) else "cpu"
-        executor = Executor(mod, device=device)
-        return _Compiled(mod, executor, traced.captured, traced.out_tree, slots, traced.guards_hold)
+        return mod, slots
+
+    def _call_in_trace(self, ctx, args):
+        """Inside a trace, the adjoint's bindings are recorded into it, so the result is itself
+        differentiable: grad(lambda x: grad(f, wrt=x)(x).sum(), wrt=...) is a second derivative."""
+        traced = trace_function(self.fn, args)  # nested: outer values fn reads become its parameters
+        mod, slots = self._differentiate(traced, args)
+        ctx.guards.extend(traced.guards)
+        adjoint = mod["main_adjoint"]
+        inputs = [a if isinstance(a, Tensor) else Tensor(a) for a in args if arg_type(a) is not None]
+        mapping = {p: to_expr(t, ctx) for p, t in zip(adjoint.params, inputs + traced.captured, strict=True)}
+        for bd in adjoint.bindings:
+            mapping[bd.var] = ctx.builder.emit(substitute(bd.value, mapping), name=bd.var.name)
+        value, grads = substitute(adjoint.body, mapping).fields
+
+        def tensor(e):
+            if isinstance(e, ir.Tuple):
+                return tuple(tensor(f) for f in e.fields)
+            return Tensor(_var=e, _trace=ctx) if isinstance(e, ir.Var) else Tensor(e.data)
+        def zeros(t):
+            return apply("zeros", [], shape=t.shape, dtype=t.dtype)
+        return self._assemble(tensor(value), tensor(grads), slots, zeros, traced.out_tree, _traced_leaf)
 
     def _check_output(self, traced) -> None:
         body = traced.mod["main"].body
@@ -134,25 +162,32 @@ class _GradFunction:
                 t._data = draw_seed()
             feed.append(t._data)
         value, grads = c.executor["main_adjoint"](*feed)
-        out = []
-        for t, slot in zip(self.leaves, c.grad_slots, strict=True):
-            zeros = c.executor.xp.zeros
-            out.append(Tensor.wrap(zeros(t.shape, t.dtype)) if slot is None else Tensor.wrap(grads[slot]))
-        gradients = self.rebuild(out)
-        if not self.return_value:
-            return (gradients, _wrap(value[1], c.out_tree[1][1])) if self.has_aux else gradients
+        def zeros(t):
+            return Tensor.wrap(c.executor.xp.zeros(t.shape, t.dtype))
+        return self._assemble(value, grads, c.grad_slots, zeros, c.out_tree, Tensor.wrap)
+
+    def _assemble(self, value, grads, slots, zeros, out_tree, leaf):
+        """The user's result: gradients in wrt's structure (`zeros(t)` for leaves fn never read), and
+        the value (with aux in fn's output structure); `leaf` turns each result into a Tensor."""
+        gradients = self.rebuild([zeros(t) if s is None else leaf(grads[s])
+                                  for t, s in zip(self.leaves, slots, strict=True)])
         if self.has_aux:
-            value = (Tensor.wrap(value[0]), _wrap(value[1], c.out_tree[1][1]))
-        else:
-            value = Tensor.wrap(value)
-        return value, gradients
+            aux = _wrap(value[1], out_tree[1][1], leaf)
+            if not self.return_value:
+                return gradients, aux
+            return (leaf(value[0]), aux), gradients
+        return (leaf(value), gradients) if self.return_value else gradients
 
 
-def _wrap(value, tree):
+def _traced_leaf(t):
+    return t  # results made inside a trace are Tensors already
+
+
+def _wrap(value, tree, leaf):
     if tree == "tensor":
-        return Tensor.wrap(value)
+        return leaf(value)
     kind, subtrees = tree
-    return kind(_wrap(v, t) for v, t in zip(value, subtrees, strict=True))
+    return kind(_wrap(v, t, leaf) for v, t in zip(value, subtrees, strict=True))
 
 
 def _signature(a, leaf_index: dict[int, int]):

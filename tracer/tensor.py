@@ -37,6 +37,11 @@ def pop_trace() -> None:
     _state.stack.pop()
 
 
+def is_active(ctx) -> bool:
+    """True while ctx is on the stack of traces being recorded (it may enclose the current one)."""
+    return ctx in getattr(_state, "stack", ())
+
+
 def array_module_of(a):
     return np if isinstance(a, np.ndarray) else _cupy_module(a)
 
@@ -50,7 +55,7 @@ def _cupy_module(a):
 def _as_array(value, dtype=None):
     if type(value).__module__.startswith("cupy"):
         return value if dtype is None else value.astype(dtype)
-    if dtype is None and not isinstance(value, np.ndarray):
+    if dtype is None and not isinstance(value, (np.ndarray, np.generic)):  # NumPy scalars keep their dtype
         probe = np.asarray(value)
         if probe.dtype == np.float64:  # Python floats default to float32, as in PyTorch
             dtype = "float32"
@@ -200,6 +205,10 @@ class Tensor:
 def to_expr(value, ctx) -> Expr:
     """The IR expression of a Tensor inside trace `ctx` (capturing outside tensors as parameters)."""
     if value._var is not None:
+        if value._trace is ctx:
+            return value._var
+        if is_active(value._trace):  # a value of an enclosing trace: a parameter of this nested one
+            return ctx.capture(value)
         if value._trace is not ctx:
             raise TraceError(f"a traced value ({value._var.type}) escaped the trace that made it; "
                              "return it from the traced function instead of storing it")

@@ -11,6 +11,7 @@ def test_tensor_dtypes():
     assert tracer.tensor([1, 2]).dtype == "int64"
     assert tracer.tensor(np.zeros(2)).dtype == "float64"
     assert tracer.tensor(np.zeros(2, "float16")).dtype == "float16"
+    assert tracer.tensor(np.float64(1.5)).dtype == "float64" and tracer.tensor(np.int32(3)).dtype == "int32"
     assert tracer.tensor([True]).dtype == "bool"
     with pytest.raises(TypeError, match="unsupported dtype 'complex128'"):
         tracer.tensor(np.zeros(2, "complex128"))
