@@ -95,6 +95,8 @@ def kaiming_uniform_(t, a: float = 0.0, mode: str = "fan_in", nonlinearity: str 
     if mode not in ("fan_in", "fan_out"):
         raise ValueError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
     fan = fan_in if mode == "fan_in" else fan_out
+    if fan == 0:  # a zero-element weight (Linear(0, n)): nothing to fill, as torch
+        return t
     bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan)
     return uniform_(t, -bound, bound)
 

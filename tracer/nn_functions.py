@@ -78,7 +78,7 @@ def dropout(x, p: float, *, seed=None, training: bool = True) -> Tensor:
     """Zero each element with probability p and scale the rest by 1 / (1 - p).
 
     seed=None draws a fresh mask on every call (and every step of a traced, compiled function);
-    an int seed fixes the mask. Not training, or p == 0, returns x unchanged.
+    an int seed fixes the mask. Not training, or p == 0, returns x unchanged; p == 1 drops everything.
 
     >>> import tracer
     >>> x = tracer.ones((1000,))
@@ -86,11 +86,13 @@ def dropout(x, p: float, *, seed=None, training: bool = True) -> Tensor:
     >>> bool((y.numpy() == tracer.dropout(x, 0.5, seed=0).numpy()).all()), set(y.numpy().tolist())
     (True, {0.0, 2.0})
     """
-    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= float(p) < 1.0:
-        raise ValueError(f"dropout: p must be a probability in [0, 1), got {p!r}")
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= float(p) <= 1.0:
+        raise ValueError(f"dropout: p must be a probability in [0, 1], got {p!r}")
     x = as_tensor(x)
     if not training or float(p) == 0.0:
         return x
+    if float(p) == 1.0:  # every element dropped, as torch; no mask to draw and no gradient
+        return apply("zeros_like", [x])
     if seed is None:
         seed_tensor = Tensor(draw_seed(), name="seed")
         if active_trace() is not None:

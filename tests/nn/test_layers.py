@@ -88,7 +88,7 @@ def test_dropout_training_zeroes_and_scales_with_fresh_masks():
     assert abs((a == 0).mean() - 0.25) < 0.03
     assert not np.array_equal(a, b)
     with pytest.raises(ValueError):
-        nn.Dropout(1.0)
+        nn.Dropout(1.5)
 
 
 def test_attention_is_causal():

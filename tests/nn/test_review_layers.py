@@ -98,3 +98,15 @@ def test_cross_entropy_documents_what_it_does_not_take():
     assert "label_smoothing" in F.cross_entropy.__doc__
     with pytest.raises(TypeError):
         F.cross_entropy(tracer.tensor(np.zeros((2, 3), "float32")), np.array([0, 1]), label_smoothing=0.1)
+
+
+def test_dropout_p1_drops_everything_and_zero_sized_linear_builds_as_torch():
+    import autodiff
+    import tracer
+
+    x = tracer.tensor(np.ones((3, 4), "float32"))
+    assert not nn.Dropout(1.0)(x).numpy().any()
+    g = autodiff.grad(lambda t: tracer.dropout(t, 1.0).sum() + t.sum() * 0.0, wrt=x)(x)
+    assert not g.numpy().any()
+    layer = nn.Linear(0, 3)
+    assert layer.weight.shape == (3, 0) and layer(tracer.tensor(np.ones((2, 0), "float32"))).shape == (2, 3)
