@@ -18,6 +18,8 @@ def promote(*values) -> list[Tensor]:
     higher, so a float operand makes an integer or bool tensor float32 and an int one makes a bool tensor
     int64, as PyTorch does with scalars, and nothing is silently truncated. With no Tensor at all,
     arrays and lists are the tensors."""
+    if all(isinstance(v, Tensor) for v in values) and len({v.dtype for v in values}) == 1:
+        return list(values)  # the common case: nothing to promote
     if not any(isinstance(v, Tensor) for v in values):
         values = [v if isinstance(v, _SCALARS) else Tensor(v) for v in values]
     tensors = [v for v in values if isinstance(v, Tensor)]

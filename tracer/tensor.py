@@ -14,6 +14,14 @@ import ir
 from ir import Constant, Expr, TensorType, Var, make_call
 from ir.ops import get_op
 
+_DTYPE_NAMES = {np.dtype(d): d for d in ir.DTYPES}
+
+
+def dtype_name(dtype) -> str:
+    """The name of an array's dtype ("float32"); NumPy's own str(dtype) is slow on hot paths."""
+    name = _DTYPE_NAMES.get(dtype)
+    return name if name is not None else str(dtype)
+
 
 class TraceError(RuntimeError):
     """A traced value was used where a concrete one is needed (Python control flow, item(), numpy())."""
@@ -115,7 +123,7 @@ class Tensor:
     def type(self) -> TensorType:
         if self._var is not None:
             return self._var.type
-        return TensorType(self._data.shape, str(self._data.dtype))
+        return TensorType(self._data.shape, dtype_name(self._data.dtype))
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -123,7 +131,7 @@ class Tensor:
 
     @property
     def dtype(self) -> str:
-        return self._var.type.dtype if self._var is not None else str(self._data.dtype)
+        return self._var.type.dtype if self._var is not None else dtype_name(self._data.dtype)
 
     @property
     def ndim(self) -> int:
