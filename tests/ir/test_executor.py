@@ -100,3 +100,20 @@ def test_check_types_catches_a_kernel_that_disagrees_with_inference(monkeypatch)
     with pytest.raises(ir.IRError, match='declared R.Tensor\\(\\(2,\\), dtype="float32"\\) but its kernel returned '
                                          'shape \\(2,\\) and dtype float64'):
         ir.Executor(mod, check_types=True)["main"](np.zeros(2, "float32"))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32", "int64", "bool"])
+def test_where_selects_exact_bits_with_broadcasting(dtype):
+    from ir.ops.elementwise import _where
+
+    rng = np.random.default_rng(0)
+    special = np.array([np.inf, -np.inf, np.nan, -0.0, 1.5], dtype) if dtype.startswith("float") else None
+    a = rng.integers(-5, 5, (4, 5)).astype(dtype)
+    if special is not None:
+        a[0] = special
+    b = np.asarray(rng.integers(-5, 5, (5,)).astype(dtype))
+    c = rng.random((4, 1)) < 0.5
+    got, expected = _where(np, c, a, b), np.where(c, a, b)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.tobytes() == expected.tobytes()
+    assert _where(np, np.array(True), np.array(2.0, "float32"), np.array(-0.0, "float32")).shape == ()
