@@ -11,7 +11,7 @@ import numpy as np
 import ir
 from ir import Binding, Builder, IRModule, TensorType, Var, free_vars, make_call, substitute
 
-from .tensor import Tensor, TraceError, pop_trace, push_trace
+from .tensor import Tensor, TraceError, dtype_name, pop_trace, push_trace
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def arg_type(a) -> TensorType | None:
     if isinstance(a, Tensor):
         return a.type
     if isinstance(a, np.ndarray) or type(a).__module__.startswith("cupy"):
-        return TensorType(a.shape, ir.types.check_dtype(str(a.dtype), "trace argument"))
+        return TensorType(a.shape, ir.types.check_dtype(dtype_name(a.dtype), "trace argument"))
     return None
 
 

@@ -108,11 +108,11 @@ def test_where_selects_exact_bits_with_broadcasting(dtype):
 
     rng = np.random.default_rng(0)
     special = np.array([np.inf, -np.inf, np.nan, -0.0, 1.5], dtype) if dtype.startswith("float") else None
-    a = rng.integers(-5, 5, (4, 5)).astype(dtype)
+    a = rng.integers(-5, 5, (4, 2048, 5)).astype(dtype)  # large enough for the bitwise path
     if special is not None:
-        a[0] = special
+        a[0, 0] = special
     b = np.asarray(rng.integers(-5, 5, (5,)).astype(dtype))
-    c = rng.random((4, 1)) < 0.5
+    c = rng.random((4, 2048, 1)) < 0.5
     got, expected = _where(np, c, a, b), np.where(c, a, b)
     assert got.dtype == expected.dtype and got.shape == expected.shape
     assert got.tobytes() == expected.tobytes()
