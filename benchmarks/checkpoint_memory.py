@@ -257,7 +257,7 @@ def main(argv=None) -> None:
     medians = interleaved_medians(steps, repeats)
     print(f"\ntracegrad (executor peak_bytes, arguments included; step = one main_adjoint call, "
           f"median of {repeats} interleaved rounds)")
-    print(f"{'variant':<10} {'peak MB':>9} {'vs none':>8} {'step ms':>9} {'time vs none':>13}")
+    print(f"{'variant':<10} {'peak MiB':>9} {'vs none':>8} {'step ms':>9} {'time vs none':>13}")
     for v in VARIANTS:
         print(f"{v:<10} {peaks[v] / 2**20:9.2f} {peaks[v] / peaks['none']:8.3f} {medians[v] * 1e3:9.2f} "
               f"{medians[v] / medians['none']:13.3f}")
@@ -268,7 +268,7 @@ def main(argv=None) -> None:
           "use_reentrant=False (checkpoint_sequential for segments)")
     print("saved = unique storages saved for backward (saved_tensors_hooks); peak = profiler CPU "
           "allocations high-water mark + x and weights")
-    print(f"{'variant':<10} {'saved MB':>9} {'vs none':>8} {'peak MB':>9} {'vs none':>8} {'step ms':>9} "
+    print(f"{'variant':<10} {'saved MiB':>9} {'vs none':>8} {'peak MiB':>9} {'vs none':>8} {'step ms':>9} "
           f"{'time vs none':>13}")
     base_saved, base_peak, base_t = torch_mem["none"][1], torch_mem["none"][2], medians["torch none"]
     for v in VARIANTS:
