@@ -6,6 +6,8 @@ current values of every tensor `fn` captured (so in-place optimizer updates are 
 """
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +47,7 @@ class _Compiled:
     executor: Executor
     captured: list[Tensor]
     out_tree: object
-    grad_slots: list[int | None]  # for each wrt leaf: its index among require_grads, or None (no use)
+    grad_slots: list[tuple[int, ...]]  # for each wrt leaf: its indices among require_grads (none: unused)
     guards_hold: object  # () -> bool: the Python values the trace read (model.training) are unchanged
 
 
@@ -99,22 +101,23 @@ class _GradFunction:
         executor = Executor(mod, device=device)
         return _Compiled(mod, executor, traced.captured, traced.out_tree, slots, traced.guards_hold)
 
-    def _differentiate(self, traced, args) -> tuple[IRModule, list[int | None]]:
-        """Gradient and clean-up of a trace; for each wrt leaf, its index among the gradients."""
+    def _differentiate(self, traced, args) -> tuple[IRModule, list[tuple[int, ...]]]:
+        """Gradient and clean-up of a trace; for each wrt leaf, its indices among the gradients."""
         fn_ir = traced.mod["main"]
         arg_params = [p for p in fn_ir.params[: len(fn_ir.params) - len(traced.captured)]]
-        by_identity: dict[int, ir.Var] = {}
+        # A leaf may reach fn by several routes (passed twice, or passed and captured): one parameter
+        # each, and the leaf's gradient is the sum of theirs.
+        by_identity: dict[int, list[ir.Var]] = {}
         tensor_args = [a for a in args if arg_type(a) is not None]
         for a, p in zip(tensor_args, arg_params, strict=True):
-            by_identity.setdefault(id(a), p)
+            by_identity.setdefault(id(a), []).append(p)
         for t, p in zip(traced.captured, fn_ir.params[len(arg_params):], strict=True):
-            by_identity.setdefault(id(t), p)
+            by_identity.setdefault(id(t), []).append(p)
         require, slots = [], []
         for t in self.leaves:
-            p = by_identity.get(id(t))
-            if p is not None and p not in require:
-                require.append(p)
-            slots.append(None if p is None else require.index(p))
+            params = by_identity.get(id(t), [])
+            require.extend(p for p in params if p not in require)
+            slots.append(tuple(require.index(p) for p in params))
         self._check_output(traced)
         if self.has_aux:
             tree = traced.out_tree
@@ -161,7 +164,7 @@ class _GradFunction:
             if t._fresh_seed:  # a dropout without a seed: a fresh mask every step
                 t._data = draw_seed()
             feed.append(t._data)
-        value, grads = c.executor["main_adjoint"](*feed)
+        value, grads = _unshared(c.executor["main_adjoint"](*feed), {id(_owner(a)) for a in feed})
         def zeros(t):
             return Tensor.wrap(c.executor.xp.zeros(t.shape, t.dtype))
         return self._assemble(value, grads, c.grad_slots, zeros, c.out_tree, Tensor.wrap)
@@ -169,7 +172,7 @@ class _GradFunction:
     def _assemble(self, value, grads, slots, zeros, out_tree, leaf):
         """The user's result: gradients in wrt's structure (`zeros(t)` for leaves fn never read), and
         the value (with aux in fn's output structure); `leaf` turns each result into a Tensor."""
-        gradients = self.rebuild([zeros(t) if s is None else leaf(grads[s])
+        gradients = self.rebuild([leaf(functools.reduce(operator.add, [grads[i] for i in s])) if s else zeros(t)
                                   for t, s in zip(self.leaves, slots, strict=True)])
         if self.has_aux:
             aux = _wrap(value[1], out_tree[1][1], leaf)
@@ -201,6 +204,19 @@ def _signature(a, leaf_index: dict[int, int]):
     except TypeError:
         raise TypeError(f"grad: argument {a!r} is neither a tensor nor a hashable Python value") from None
     return ("py", type(a).__name__, a)
+
+
+def _unshared(value, fed: set[int]):
+    """value with every array that is (a view of) one fed in copied. A gradient may simplify to a weight
+    itself (d(w1 * w2)/dw1 = w2); handing back w2's own buffer would let an optimizer, updating the weights
+    in place one by one, change a gradient before using it."""
+    if isinstance(value, tuple):
+        return tuple(_unshared(v, fed) for v in value)
+    return value.copy() if id(_owner(value)) in fed else value
+
+
+def _owner(array):
+    return array.base if array.base is not None else array  # NumPy and CuPy point a view at the owner
 
 
 def _array(a):
@@ -274,10 +290,10 @@ def gradcheck(fn, *args, eps: float = 1e-6, rtol: float = 1e-5, atol: float = 1e
         got = np.asarray(g)
         err = np.abs(got - numeric) - (atol + rtol * np.abs(numeric))
         if err.size and err.max() > 0:
-            worst = np.unravel_index(int(np.argmax(err)), err.shape)
+            worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(err)), err.shape))
             raise AssertionError(
                 f"gradcheck: gradient of float argument {k} (shape {base.shape}) disagrees at index {worst}: "
-                f"Gradient pass {got[worst]!r}, finite differences {numeric[worst]!r} "
+                f"Gradient pass {float(got[worst])!r}, finite differences {float(numeric[worst])!r} "
                 f"(max abs error {np.abs(got - numeric).max():.3g})")
     return True
 

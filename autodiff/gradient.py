@@ -64,9 +64,16 @@ class Gradient:
         return mod.with_function(f"{name}_adjoint", adjoint)
 
     def _target(self, fn: Function) -> Expr:
-        outputs = list(fn.body.fields) if isinstance(fn.body, Tuple) else [fn.body]
+        # The returned tuple may be a variable bound to a tuple (as Relax text often has it): look through it.
+        defs = {bd.var: bd.value for bd in fn.blocks[0].bindings}
+        body = fn.body
+        while isinstance(body, Var) and isinstance(body.type, TupleType) and isinstance(defs.get(body), (Var, Tuple)):
+            body = defs[body]
+        outputs = list(body.fields) if isinstance(body, Tuple) else [body]
         i = self.target_index
-        if not isinstance(i, int) or not 0 <= i < len(outputs):
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise TypeError(f"Gradient: target_index must be an int, got {i!r}")
+        if not 0 <= i < len(outputs):
             raise ValueError(f"Gradient: target_index {i} is out of range; {self.func_name} returns "
                              f"{len(outputs)} value(s)")
         target = outputs[i]
@@ -74,9 +81,9 @@ class Gradient:
         if not (isinstance(t, ir.TensorType) and t.shape == () and t.is_float):
             raise ValueError(f"Gradient: the target (return value {i}) must be a floating-point scalar, "
                              f"got {t}")
-        if not isinstance(target, Var):
+        if not isinstance(target, (Var, ir.Constant)):
             raise ValueError(f"Gradient: the target (return value {i}) must be a variable, got {target!r}")
-        return target
+        return target  # a constant target depends on nothing: every gradient is zero
 
     def _require(self, fn: Function) -> list[Var]:
         req = self.require_grads
@@ -104,8 +111,15 @@ def _is_float(t) -> bool:
     return t.is_float
 
 
+def _carries_gradient(t) -> bool:
+    """A value gradients can flow through: a float tensor, or a tuple with one somewhere inside."""
+    if isinstance(t, TupleType):
+        return any(_carries_gradient(f) for f in t.fields)
+    return t.is_float
+
+
 class _AdjointBuilder:
-    def __init__(self, fn: Function, target: Var, require: list[Var]):
+    def __init__(self, fn: Function, target: Expr, require: list[Var]):
         self.fn, self.require = fn, require
         self.b = Builder()
         # Fresh vars for the adjoint function; forward bindings are repeated under them.
@@ -116,7 +130,7 @@ class _AdjointBuilder:
             var = Var(names[bd.var], bd.var.type)
             self.b.bindings.append(Binding(var, substitute(bd.value, self.new)))
             self.new[bd.var] = var
-        self.target = self.new[target]
+        self.target = self.new.get(target) if isinstance(target, Var) else None  # None: a constant
         self.forward = list(self.b.bindings)
         self.defs = {bd.var: bd.value for bd in self.forward}
         self.interior = checkpoint_interior(self.forward)
@@ -134,7 +148,7 @@ class _AdjointBuilder:
         depends = set(wanted)
         for bd in self.forward:
             # integer and boolean values are piecewise constant: no gradient flows through them
-            if (_is_float(bd.var.type) and not _blocks_gradient(bd.value)
+            if (_carries_gradient(bd.var.type) and not _blocks_gradient(bd.value)
                     and any(u in depends for u in free_vars(bd.value))):
                 depends.add(bd.var)
         if self.target not in depends:

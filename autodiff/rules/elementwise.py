@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ir import const
+from ir import Constant, const
 
 from .registry import register_vjp
 
@@ -48,9 +48,19 @@ def divide_vjp(b, call, out, g):
 @register_vjp("power")
 def power_vjp(b, call, out, g):
     """Forward: y = x1 ** x2
-    Backward: dx1 = g * x2 * x1 ** (x2 - 1), dx2 = g * y * log(x1) (taken as 0 where x1 <= 0)"""
+    Backward: dx1 = g * x2 * x1 ** (x2 - 1) (0 where x2 == 0), dx2 = g * y * log(x1) (0 where x1 <= 0)"""
     x1, x2 = call.args
-    dx1 = b.call("multiply", g, b.call("multiply", x2, b.call("power", x1, b.call("subtract", x2, _c(1.0, x2)))))
+    # As PyTorch: where x2 == 0, dx1 = 0 exactly, never 0 * x1 ** -1 = nan at x1 = 0. A constant x2
+    # (x ** 2) is decided here and x2 - 1 folded, so x ** 1's derivatives of every order stay free of it.
+    constant = isinstance(x2, Constant)
+    if constant and not x2.data.any():
+        dx1 = None
+    else:
+        lower = const(x2.data - 1, x2.type.dtype) if constant else b.call("subtract", x2, _c(1.0, x2))
+        slope = b.call("multiply", x2, b.call("power", x1, lower))
+        if not constant or not x2.data.all():
+            slope = b.call("where", b.call("equal", x2, _c(0.0, x2)), _c(0.0, x2), slope)
+        dx1 = b.call("multiply", g, slope)
     positive = b.call("greater", x1, _c(0.0, x1))
     safe_log = b.call("log", b.call("where", positive, x1, _c(1.0, x1)))
     dx2 = b.call("multiply", g, b.call("multiply", out, safe_log))
