@@ -8,19 +8,27 @@ def checkpoint_interior(bindings: list[Binding]) -> set[Var]:
     """Vars computed inside checkpoint regions, which the backward pass recomputes rather than keeps.
 
     The outputs of `grad.start_checkpoint` (the region's inputs) and of `grad.end_checkpoint` (its
-    outputs) are kept; every value computed from a start marker's output, directly or through other
-    such values, before passing through an end marker, is interior.
+    outputs) are kept. Inside a region, that is from its start markers until the first binding
+    after its end markers, every value computed from a start marker's output, directly or through
+    other such values, is interior. Later reads of a region's inputs (a backward pass inlined by a
+    grad inside a trace reads them) are ordinary values.
     """
     roots: set[Var] = set()
     interior: set[Var] = set()
+    inside = closing = False
     for b in bindings:
         v = b.value
-        if isinstance(v, Call) and v.op == "grad.start_checkpoint":
+        op = v.op if isinstance(v, Call) else None
+        if op == "grad.start_checkpoint":
             roots.add(b.var)
-        elif isinstance(v, Call) and v.op == "grad.end_checkpoint":
-            continue
-        elif any(u in roots or u in interior for u in free_vars(v)):
-            interior.add(b.var)
+            inside, closing = True, False
+        elif op == "grad.end_checkpoint":
+            closing = True
+        else:
+            if closing:
+                inside = closing = False
+            if inside and any(u in roots or u in interior for u in free_vars(v)):
+                interior.add(b.var)
     return interior
 
 
