@@ -9,11 +9,15 @@ from .layers import (
     Dropout,
     Embedding,
     Flatten,
+    Identity,
     LayerNorm,
     Linear,
     MaxPool2d,
+    ModuleList,
     ReLU,
     Sequential,
+    Sigmoid,
+    SiLU,
     Tanh,
 )
 from .module import Module, Parameter, StateDictError
@@ -21,6 +25,7 @@ from .serialization import load, save
 
 __all__ = [
     "GELU", "AvgPool2d", "Conv2d", "Dropout", "Embedding", "Flatten", "LayerNorm", "Linear", "MaxPool2d",
-    "Module", "MultiheadAttention", "Parameter", "ReLU", "Sequential", "StateDictError", "Tanh",
+    "Identity", "Module", "ModuleList", "MultiheadAttention", "Parameter", "ReLU", "Sequential", "SiLU", "Sigmoid",
+    "StateDictError", "Tanh",
     "checkpoint_sequential", "data", "functional", "init", "load", "optim", "save",
 ]

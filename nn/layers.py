@@ -184,6 +184,23 @@ class Tanh(Module):
         return F.tanh(x)
 
 
+class Sigmoid(Module):
+    def forward(self, x):
+        return tracer.sigmoid(x)
+
+
+class SiLU(Module):
+    def forward(self, x):
+        return tracer.silu(x)
+
+
+class Identity(Module):
+    """Returns its input (a placeholder layer, as torch.nn.Identity)."""
+
+    def forward(self, x):
+        return x
+
+
 class Flatten(Module):
     """Merge dimensions start_dim..end_dim into one (shapes are static, so this is one reshape)."""
 
@@ -217,7 +234,7 @@ class Sequential(Module):
         items = list(self._modules.items())
         if not isinstance(index, slice):
             return items[index][1]
-        part = Sequential()
+        part = type(self)()
         part._modules.update(items[index])  # keep the names: re-registering would rename the parameters
         for name, m in items[index]:
             object.__setattr__(part, name, m)
@@ -241,3 +258,19 @@ class Sequential(Module):
 
 __all__ = ["AvgPool2d", "Conv2d", "Dropout", "Embedding", "Flatten", "GELU", "LayerNorm", "Linear", "MaxPool2d",
            "ReLU", "Sequential", "Tanh"]
+
+
+class ModuleList(Sequential):
+    """Modules held in a list, registered as "0", "1", ... (as torch.nn.ModuleList): indexable,
+    sliceable, iterable, `append`; it has no forward of its own.
+
+    >>> blocks = ModuleList([Linear(2, 2) for _ in range(3)])
+    >>> len(blocks), [name for name, _ in blocks.named_parameters()][:2]
+    (3, ['0.weight', '0.bias'])
+    """
+
+    def __init__(self, modules=()):
+        super().__init__(*modules)
+
+    def forward(self, *args):
+        raise TypeError("ModuleList has no forward: iterate over it and call each module")

@@ -110,3 +110,18 @@ def test_dropout_p1_drops_everything_and_zero_sized_linear_builds_as_torch():
     assert not g.numpy().any()
     layer = nn.Linear(0, 3)
     assert layer.weight.shape == (3, 0) and layer(tracer.tensor(np.ones((2, 0), "float32"))).shape == (2, 3)
+
+
+def test_module_list_and_small_activations_as_torch():
+    torch = pytest.importorskip("torch")
+    blocks = nn.ModuleList([nn.Linear(3, 3) for _ in range(2)])
+    blocks.append(nn.Identity())
+    assert len(blocks) == 3 and isinstance(blocks[1:], nn.ModuleList)
+    assert [n for n, _ in blocks.named_parameters()] == ["0.weight", "0.bias", "1.weight", "1.bias"]
+    with pytest.raises(TypeError, match="no forward"):
+        blocks(tracer.tensor(np.ones(3, "float32")))
+    x = np.linspace(-3, 3, 7).astype("float32")
+    for ours, theirs in [(nn.Sigmoid(), torch.nn.Sigmoid()), (nn.SiLU(), torch.nn.SiLU()),
+                         (nn.Identity(), torch.nn.Identity())]:
+        np.testing.assert_allclose(ours(tracer.tensor(x)).numpy(), theirs(torch.tensor(x)).numpy(), rtol=1e-6,
+                                   atol=1e-7)
