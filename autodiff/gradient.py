@@ -125,8 +125,7 @@ class _AdjointBuilder:
         # Fresh vars for the adjoint function; forward bindings are repeated under them.
         names = assign_names(fn)  # adjoints are named after the printed forward names: lv1 -> lv1_adjoint
         self.new: dict[Var, Var] = {p: Var(names[p], p.type) for p in fn.params}
-        self.bindings = fn.blocks[0].bindings
-        for bd in self.bindings:
+        for bd in fn.blocks[0].bindings:
             var = Var(names[bd.var], bd.var.type)
             self.b.bindings.append(Binding(var, substitute(bd.value, self.new)))
             self.new[bd.var] = var

@@ -1,6 +1,6 @@
 """tracegrad's IR: typed SSA bindings in one dataflow block, printed and parsed as TVMScript."""
 from . import ops, transform
-from .builder import Builder, as_expr, const, rebuild_call
+from .builder import Builder, as_expr, const
 from .executor import Executor, Stats
 from .nodes import (
                     Binding,
@@ -27,5 +27,5 @@ __all__ = [
     "Binding", "Block", "Builder", "Call", "Constant", "DTYPES", "Executor", "Expr", "FLOAT_DTYPES",
     "Function", "IRError", "IRModule", "OPS", "Stats", "TensorType", "Tuple", "TupleGetItem", "TupleType",
     "Type", "Var", "as_expr", "const", "free_vars", "get_op", "make_call", "ops", "parse", "print_function",
-    "print_module", "rebuild_call", "structural_equal", "substitute", "transform", "verify",
+    "print_module", "structural_equal", "substitute", "transform", "verify",
 ]

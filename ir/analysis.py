@@ -31,12 +31,3 @@ def checkpoint_interior(bindings: list[Binding]) -> set[Var]:
                 interior.add(b.var)
     return interior
 
-
-def use_counts(bindings: list[Binding], body) -> dict[Var, int]:
-    counts: dict[Var, int] = {}
-    for b in bindings:
-        for u in free_vars(b.value):
-            counts[u] = counts.get(u, 0) + 1
-    for u in free_vars(body):
-        counts[u] = counts.get(u, 0) + 1
-    return counts

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .nodes import Binding, Block, Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
+from .nodes import Binding, Block, Constant, Expr, Function, Tuple, TupleGetItem, Var
 from .ops.registry import make_call
 from .types import TensorType, Type
 
@@ -58,6 +58,3 @@ def as_expr(value) -> Expr:
         return Tuple(as_expr(v) for v in value)
     raise TypeError(f"cannot use {value!r} as an IR expression; wrap constants with ir.const")
 
-
-def rebuild_call(call: Call, args) -> Call:
-    return make_call(call.op, args, call.attrs)

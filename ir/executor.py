@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var, free_vars
+from .nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from .ops.registry import get_op
 from .types import IRError, TensorType, TupleType, Type
 
@@ -325,4 +325,4 @@ class Executor:
         return self._compiled[name]
 
 
-__all__ = ["Executor", "Stats", "array_module", "free_vars"]
+__all__ = ["Executor", "Stats", "array_module"]

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from .nodes import Block, Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
+from .nodes import Block, Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var, free_vars
 from .ops.registry import get_op
-from .types import TensorType, TupleType, Type, shape_str
+from .types import Type, shape_str
 
 INDENT = "    "
 
@@ -70,10 +70,8 @@ def print_function(fn: Function, name: str) -> str:
     namer = _Namer()
     params = ", ".join(f"{namer.bind(p)}: {print_type(p.type)}" for p in fn.params)
     out = ["@R.function", f"def {name}({params}) -> {print_type(fn.ret_type)}:"]
-    bound: set[Var] = set()
     for block in fn.blocks:
         out.extend(INDENT + line for line in _print_block(block, namer, fn.body))
-        bound.update(b.var for b in block.bindings)
     out.append(f"{INDENT}return {print_expr(fn.body, namer)}")
     return "\n".join(out)
 
@@ -85,8 +83,6 @@ def _print_block(block: Block, namer: _Namer, body: Expr) -> list[str]:
         lines.append(f"{namer.bind(b.var)}: {print_type(b.var.type)} = {value}")
     if not block.is_dataflow:
         return lines
-    from .nodes import free_vars
-
     mine = {b.var for b in block.bindings}
     outputs = list(dict.fromkeys(v for v in free_vars(body) if v in mine))
     lines.append(f"R.output({', '.join(namer[v] for v in outputs)})")
@@ -158,4 +154,4 @@ def _nested(a: np.ndarray) -> str:
     return "[" + ", ".join(_nested(x) for x in a) + "]"
 
 
-__all__ = ["print_module", "print_function", "print_type", "TensorType", "TupleType"]
+__all__ = ["assign_names", "print_function", "print_module", "print_type"]

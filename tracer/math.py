@@ -6,7 +6,7 @@ import numpy as np
 from .tensor import Tensor, apply
 
 
-def as_tensor(x, like: Tensor | None = None) -> Tensor:
+def as_tensor(x) -> Tensor:
     if isinstance(x, Tensor):
         return x
     return Tensor(x)

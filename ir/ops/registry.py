@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..nodes import Call, Constant, Expr, Tuple
+from ..nodes import Call, Expr
 from ..types import IRError, TensorType, TupleType, Type, check_dtype
 
 REQUIRED = object()
@@ -156,6 +156,3 @@ def tensor_arg(op: Op, types: list[Type], i: int) -> TensorType:
         raise op.error(f"argument {op.inputs[min(i, len(op.inputs) - 1)]} must be a tensor, got {t}")
     return t
 
-
-def tuple_of(args) -> Tuple:
-    return Tuple(a if isinstance(a, Expr) else Constant(a) for a in args)

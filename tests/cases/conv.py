@@ -27,11 +27,12 @@ def _taps(i, j, k, stride, pad, dil):
     return rows, cols
 
 
-def conv2d_ref(x, w, bias=None, stride=1, pad=0, dil=1, groups=1):
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
+def _conv_terms(x_shape, w_shape, stride, pad, dil, groups):
+    """Every product of conv2d as (output index, input index, weight index): the forward and both
+    backward references below walk the same terms, each accumulating into a different one."""
+    n, c, h, wd = x_shape
+    o, cg, kh, kw = w_shape
     stride, pad, dil, (ho, wo) = _geometry((h, wd), (kh, kw), stride, pad, dil)
-    out = np.zeros((n, o, ho, wo))
     og = o // groups
     for b, oc, i, j in np.ndindex(n, o, ho, wo):
         rows, cols = _taps(i, j, (kh, kw), stride, pad, dil)
@@ -39,41 +40,33 @@ def conv2d_ref(x, w, bias=None, stride=1, pad=0, dil=1, groups=1):
             for a, r in enumerate(rows):
                 for e, q in enumerate(cols):
                     if 0 <= r < h and 0 <= q < wd:
-                        out[b, oc, i, j] += float(x[b, oc // og * cg + ci, r, q]) * float(w[oc, ci, a, e])
+                        yield (b, oc, i, j), (b, oc // og * cg + ci, r, q), (oc, ci, a, e)
+
+
+def _out_shape(x_shape, w_shape, stride, pad, dil):
+    return (x_shape[0], w_shape[0]) + _geometry(x_shape[2:], w_shape[2:], stride, pad, dil)[3]
+
+
+def conv2d_ref(x, w, bias=None, stride=1, pad=0, dil=1, groups=1):
+    out = np.zeros(_out_shape(x.shape, w.shape, stride, pad, dil))
+    for oi, xi, wi in _conv_terms(x.shape, w.shape, stride, pad, dil, groups):
+        out[oi] += float(x[xi]) * float(w[wi])
     if bias is not None:
         out += bias.astype(np.float64)[None, :, None, None]
     return out.astype(x.dtype)
 
 
 def conv2d_input_backward_ref(g, w, in_shape, stride=1, pad=0, dil=1, groups=1):
-    n, c, h, wd = in_shape
-    o, cg, kh, kw = w.shape
-    stride, pad, dil, _ = _geometry((h, wd), (kh, kw), stride, pad, dil)
     dx = np.zeros(in_shape)
-    og = o // groups
-    for b, oc, i, j in np.ndindex(g.shape):
-        rows, cols = _taps(i, j, (kh, kw), stride, pad, dil)
-        for ci in range(cg):
-            for a, r in enumerate(rows):
-                for e, q in enumerate(cols):
-                    if 0 <= r < h and 0 <= q < wd:
-                        dx[b, oc // og * cg + ci, r, q] += float(g[b, oc, i, j]) * float(w[oc, ci, a, e])
+    for oi, xi, wi in _conv_terms(in_shape, w.shape, stride, pad, dil, groups):
+        dx[xi] += float(g[oi]) * float(w[wi])
     return dx.astype(g.dtype)
 
 
 def conv2d_weight_backward_ref(g, x, w_shape, stride=1, pad=0, dil=1, groups=1):
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w_shape
-    stride, pad, dil, _ = _geometry((h, wd), (kh, kw), stride, pad, dil)
     dw = np.zeros(w_shape)
-    og = o // groups
-    for b, oc, i, j in np.ndindex(g.shape):
-        rows, cols = _taps(i, j, (kh, kw), stride, pad, dil)
-        for ci in range(cg):
-            for a, r in enumerate(rows):
-                for e, q in enumerate(cols):
-                    if 0 <= r < h and 0 <= q < wd:
-                        dw[oc, ci, a, e] += float(g[b, oc, i, j]) * float(x[b, oc // og * cg + ci, r, q])
+    for oi, xi, wi in _conv_terms(x.shape, w_shape, stride, pad, dil, groups):
+        dw[wi] += float(g[oi]) * float(x[xi])
     return dw.astype(g.dtype)
 
 
