@@ -181,22 +181,40 @@ class _AdjointBuilder:
     # ---------------------------------------------------------------- adjoint bookkeeping
     def _contribute(self, var: Expr, g) -> None:
         """Add gradient g (an expr, or for tuple values a list per field) to var's adjoint."""
+        if isinstance(var, Tuple):  # an inline tuple argument: one gradient per field
+            for field, gf in zip(var.fields, self._split(var, g), strict=True):
+                if gf is not None:
+                    self._contribute(field, gf)
+            return
+        if isinstance(var, TupleGetItem):  # an inline tuple field (`R.multiply(lv[0], y)`): to its tuple
+            fields = [None] * len(var.tuple_value.type.fields)
+            fields[var.index] = self._unbroadcast(var, g)
+            self._contribute(var.tuple_value, fields)
+            return
         if not isinstance(var, Var) or var not in self.needed:
-            if isinstance(var, Tuple):  # an inline tuple argument: one gradient per field
-                for field, gf in zip(var.fields, self._split(var, g), strict=True):
-                    if gf is not None:
-                        self._contribute(field, gf)
             return
         if isinstance(var.type, TupleType):
             slots = self.adj.setdefault(var, [[] for _ in var.type.fields])
-            for i, gf in enumerate(self._split(var, g)):
+            for i, (ftype, gf) in enumerate(zip(var.type.fields, self._split(var, g), strict=True)):
                 if gf is not None:
-                    slots[i].append(gf)
+                    slots[i].append(self._as_expr(ftype, gf))
             return
-        if g.type.shape != var.type.shape:
-            g = self.b.call("collapse_sum_to", g, shape=var.type.shape)
-            self.fresh.add(g)
-        self.adj.setdefault(var, []).append(g)
+        self.adj.setdefault(var, []).append(self._unbroadcast(var, g))
+
+    def _unbroadcast(self, var: Expr, g):
+        """A rule's gradient summed back to var's own shape (a broadcast argument's gradient is wider)."""
+        if isinstance(var.type, TupleType) or g.type.shape == var.type.shape:
+            return g
+        g = self.b.call("collapse_sum_to", g, shape=var.type.shape)
+        self.fresh.add(g)
+        return g
+
+    def _as_expr(self, t, g) -> Expr:
+        """A gradient given as a list per field (a nested tuple field's) as one expr, zeros where None."""
+        if not isinstance(g, list):
+            return g
+        return Tuple(self.b.zeros(ft) if gf is None else self._as_expr(ft, gf)
+                     for ft, gf in zip(t.fields, g, strict=True))
 
     def _split(self, var: Expr, g) -> list:
         if isinstance(g, (list, tuple)):
@@ -223,6 +241,9 @@ class _AdjointBuilder:
         return total
 
     def _sum(self, contribs: list, name: str):
+        if len(contribs) > 1 and isinstance(contribs[0].type, TupleType):  # field by field
+            return Tuple(self._sum([c.fields[i] if isinstance(c, Tuple) else self.b.get_item(c, i)
+                                    for c in contribs], name) for i in range(len(contribs[0].type.fields)))
         total = contribs[0]
         for i, c in enumerate(contribs[1:], start=2):
             total = self.b.call("add", total, c, name=name if i == len(contribs) else "lv")
@@ -235,10 +256,7 @@ class _AdjointBuilder:
         if isinstance(value, Var):
             self._contribute(value, g)
         elif isinstance(value, TupleGetItem):
-            tup = value.tuple_value
-            fields = [None] * len(tup.type.fields)
-            fields[value.index] = g
-            self._contribute(tup, fields)
+            self._contribute(value, g)
         elif isinstance(value, Tuple):
             for field, gf in zip(value.fields, self._split(value, g), strict=True):
                 self._contribute(field, gf)

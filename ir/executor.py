@@ -118,6 +118,11 @@ class CompiledFunction:
                 n_slots += 1
                 self.instrs.append((TUPLE, None, tuple(operand(f) for f in e.fields), None, s))
                 return s
+            if isinstance(e, TupleGetItem):  # a tuple field used inline as an argument: `R.add(lv[0], y)`
+                s = n_slots
+                n_slots += 1
+                self.instrs.append((GETITEM, e.index, (operand(e.tuple_value),), None, s))
+                return s
             raise TypeError(f"executor: unsupported operand {e!r}")
 
         for b in bindings:

@@ -116,7 +116,7 @@ def print_attr(kind: str, value) -> str:
         return "None"
     if kind == "shape":
         return f"R.shape({list(value)})"
-    if kind in ("ints", "axes"):
+    if kind in ("ints", "axes") or kind == "sections" and not isinstance(value, int):
         return str(list(value))
     if kind in ("str", "dtype"):
         return f'"{value}"'

@@ -81,7 +81,7 @@ class _FunctionChecker:
             raise self.fail(f"the bound target {var!r} is not a Var")
         if isinstance(value, Call):
             for a in value.args:
-                self.atom(a, allow_item=False)
+                self.atom(a, allow_item=True)
             try:
                 again = make_call(value.op, value.args, value.attrs)
             except (IRError, TypeError) as e:
@@ -91,10 +91,8 @@ class _FunctionChecker:
             if not attrs_equal(again.attrs, value.attrs):
                 raise self.fail(f"attributes {value.attrs} are not normalized (expected {again.attrs}); "
                                 "build calls with ir.make_call")
-        elif isinstance(value, TupleGetItem):  # the executor indexes a var or tuple, not a nested item
-            self.item(value, allow_item=False)
-        else:
-            self.atom(value, allow_item=False)
+        else:  # a tuple field may appear anywhere an argument may, nested too (`lv[0][1]`), as in TVMScript
+            self.atom(value, allow_item=True)
         if var.type != value.type:
             raise self.fail(f"{var.name} is declared {var.type}, its value has type {value.type}")
         if var in self.defined:

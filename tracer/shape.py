@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from .indexing import getitem
-from .math import as_tensor, promote
+from .math import as_tensor, astype, promote
 from .tensor import Tensor, apply
 
 
@@ -41,7 +41,19 @@ def _reduction(op, public, what):
     return fn
 
 
-sum = _reduction("sum", "sum", "sum")
+_sum = _reduction("sum", "sum", "sum")
+
+
+def sum(x, axis=None, keepdims: bool = False) -> Tensor:
+    """The sum over `axis` (an int, a tuple, or None for all axes). bool and int32 accumulate into
+    int64, as PyTorch (the IR's `sum` keeps its input dtype, as Relax's).
+
+    >>> import tracer
+    >>> tracer.sum(tracer.tensor([True, True, False])).numpy().tolist()
+    2
+    """
+    x = as_tensor(x)
+    return _sum(astype(x, "int64") if x.dtype in ("bool", "int32") else x, axis, keepdims)
 mean = _reduction("mean", "mean", "mean")
 max = _reduction("max", "max", "maximum")
 min = _reduction("min", "min", "minimum")
@@ -150,7 +162,7 @@ def split(x, sections_or_indices, axis: int = 0) -> tuple[Tensor, ...]:
         k = int(sections_or_indices)
         if k <= 0 or n % k:
             raise ValueError(f"split: axis {axis} of size {n} does not divide into {k} equal sections")
-        indices = [n // k * i for i in range(1, k)]
+        return apply("split", [x], indices_or_sections=k, axis=axis)  # Relax's meaning too: k sections
     else:
         indices = [i + n if i < 0 else i for i in _ints(sections_or_indices)]
         indices = [0 if i < 0 else n if i > n else i for i in indices]

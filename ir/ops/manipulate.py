@@ -172,15 +172,31 @@ declare("stack", ("*tensors",), (Attr("axis", "int", 0),), infer=_infer_stack,
         kernel=lambda xp, xs, axis: xp.stack(xs, axis=axis))
 
 
+def split_bounds(op, n: int, indices_or_sections, where: str = "") -> tuple[int, ...]:
+    """The piece boundaries (0, ..., n) along an axis of size n, with Relax's meaning: an int is a number of
+    sections, each ceil(n / sections) long but the last (TOPI's rule; np.split's when it divides), a list
+    holds split indices."""
+    if isinstance(indices_or_sections, int):
+        k = indices_or_sections
+        if k < 1:
+            raise op.error(f"indices_or_sections={k}: the number of sections must be at least 1{where}")
+        size = -(-n // k)
+        if size * (k - 1) > n:
+            raise op.error(f"an axis of size {n} cannot be split into {k} sections of {size} (the last would be "
+                           f"empty or negative){where}; give split indices instead")
+        return tuple(min(size * i, n) for i in range(k)) + (n,)
+    bounds = (0,) + tuple(indices_or_sections) + (n,)
+    if any(lo > hi for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)):
+        raise op.error(f"split indices {list(indices_or_sections)} must be non-decreasing and within 0..{n}{where}")
+    return bounds
+
+
 def _infer_split(op, types, indices_or_sections, axis):
     x = tensor_arg(op, types, 0)
     if x.ndim == 0:
         raise op.error("cannot split a 0-d tensor")
     ax = norm_axis(op, axis, x.ndim)
-    bounds = (0,) + tuple(indices_or_sections) + (x.shape[ax],)
-    if any(lo > hi for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)):
-        raise op.error(f"split indices {list(indices_or_sections)} must be non-decreasing and within 0.."
-                       f"{x.shape[ax]} (axis {axis} of x of shape {x.shape})")
+    bounds = split_bounds(op, x.shape[ax], indices_or_sections, f" (axis {axis} of x of shape {x.shape})")
     pieces = []
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         shape = list(x.shape)
@@ -189,10 +205,14 @@ def _infer_split(op, types, indices_or_sections, axis):
     return TupleType(tuple(pieces))
 
 
-# `indices_or_sections` always holds split indices, Relax's meaning for a list; tracer.split turns a
-# number of equal sections into indices first, so the printed IR has one reading.
-declare("split", attrs=(Attr("indices_or_sections", "ints"), Attr("axis", "int", 0)), infer=_infer_split,
-        kernel=lambda xp, x, indices_or_sections, axis: tuple(xp.split(x, list(indices_or_sections), axis=axis)))
+def _split(xp, x, indices_or_sections, axis):
+    bounds = split_bounds(None, x.shape[axis], indices_or_sections)  # validated by inference
+    return tuple(xp.split(x, list(bounds[1:-1]), axis=axis))
+
+
+# `indices_or_sections` means what it means in Relax: an int is a number of sections, a list split indices.
+declare("split", attrs=(Attr("indices_or_sections", "sections"), Attr("axis", "int", 0)), infer=_infer_split,
+        kernel=_split)
 
 # ---------------------------------------------------------------- strided_slice, take and their backward
 

@@ -20,7 +20,9 @@ REQUIRED = object()
 
 # Attribute kinds and how a value of each kind is normalized.
 # "number" keeps an int an int (a fill value of 2**62 + 1 must not round through float64).
-ATTR_KINDS = ("int", "float", "number", "bool", "str", "dtype", "shape", "ints", "axes", "opt_int", "seed")
+# "sections" is Relax's indices_or_sections: an int stays an int (a number of sections), a list is indices.
+ATTR_KINDS = ("int", "float", "number", "bool", "str", "dtype", "shape", "ints", "axes", "opt_int", "seed",
+              "sections")
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,8 @@ def normalize_attr(op: Op, attr: Attr, value: Any) -> Any:
             if isinstance(value, int | np.integer):
                 value = (value,)
             return tuple(_integer(v) for v in value)
+        if kind == "sections":
+            return _integer(value) if isinstance(value, int | np.integer) else tuple(_integer(v) for v in value)
         if kind == "opt_int":
             return None if value is None else _integer(value)
         if kind == "seed":

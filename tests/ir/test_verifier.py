@@ -119,7 +119,7 @@ def test_arguments_must_be_atomic():
     _check(_module([x], [Binding(a, nested)], a), "R.exp(x) is not atomic")
     t = Var("t", TupleType((T23,)))
     item_arg = Call("exp", (ir.TupleGetItem(t, 0),), {}, T23)
-    _check(_module([x], [Binding(t, ir.Tuple([x])), Binding(a, item_arg)], a), "t[0] is not atomic")
+    ir.verify(_module([x], [Binding(t, ir.Tuple([x])), Binding(a, item_arg)], a))  # a tuple field is an argument
 
 
 def test_errors_name_the_function_among_several():
