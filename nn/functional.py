@@ -79,6 +79,39 @@ def cross_entropy(logits, labels, ignore_index: int = -100, reduction: str = "me
     return nll_loss(logp, labels, ignore_index=ignore_index, reduction=reduction)
 
 
+def logsigmoid(x) -> Tensor:
+    """log(sigmoid(x)), finite and accurate for every logit (one primitive op, nn.log_sigmoid)."""
+    return tracer.log_sigmoid(_tensor(x))
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, *, reduction: str = "mean",
+                                     pos_weight=None) -> Tensor:
+    """Binary cross-entropy of probabilities `target` under logits `input`, as PyTorch's (deprecated
+    size_average and reduce left out, so reduction and pos_weight go by keyword):
+
+    loss = -weight * (pos_weight * target * log(sigmoid(input)) + (1 - target) * log(1 - sigmoid(input)))
+
+    computed as (1 - target) * input - (1 + (pos_weight - 1) * target) * log_sigmoid(input), which is
+    finite for every logit: the only nonlinear piece is the stable log_sigmoid primitive (log(1 - s(x))
+    = log_sigmoid(x) - x), so the gradient, from the primitives' rules, is stable too.
+
+    >>> import tracer
+    >>> x = tracer.tensor([-200.0, 0.0, 200.0])
+    >>> binary_cross_entropy_with_logits(x, tracer.tensor([1.0, 1.0, 0.0]), reduction="none").numpy().tolist()
+    [200.0, 0.6931471824645996, 200.0]
+    """
+    _check_reduction(reduction)
+    input, target = _tensor(input), _tensor(target)
+    if input.shape != target.shape:
+        raise ValueError(f"binary_cross_entropy_with_logits: target of shape {target.shape} must have the "
+                         f"shape of input {input.shape}")
+    log_weight = 1.0 if pos_weight is None else (_tensor(pos_weight) - 1.0) * target + 1.0
+    losses = (1.0 - target) * input - log_weight * logsigmoid(input)
+    if weight is not None:
+        losses = losses * weight
+    return _reduce(losses, reduction)
+
+
 def mse_loss(pred, target, reduction: str = "mean") -> Tensor:
     """Mean (or summed, or elementwise) squared error."""
     _check_reduction(reduction)
@@ -113,5 +146,6 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0) -> Tensor:
     return tracer.avg_pool2d(_tensor(x), kernel_size, stride=stride, padding=padding)
 
 
-__all__ = ["avg_pool2d", "conv2d", "cross_entropy", "dropout", "gelu", "layer_norm", "linear", "log_softmax",
-           "max_pool2d", "mse_loss", "nll_loss", "one_hot", "relu", "sigmoid", "softmax", "tanh"]
+__all__ = ["avg_pool2d", "binary_cross_entropy_with_logits", "conv2d", "cross_entropy", "dropout", "gelu",
+           "layer_norm", "linear", "log_softmax", "logsigmoid", "max_pool2d", "mse_loss", "nll_loss", "one_hot",
+           "relu", "sigmoid", "softmax", "tanh"]

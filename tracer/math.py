@@ -70,7 +70,7 @@ def _binary(op):
     return fn
 
 
-add, subtract, multiply, divide = (_binary(n) for n in ("add", "subtract", "multiply", "divide"))
+add, subtract, multiply = (_binary(n) for n in ("add", "subtract", "multiply"))
 maximum, minimum, power = (_binary(n) for n in ("maximum", "minimum", "power"))
 less, less_equal, greater = (_binary(n) for n in ("less", "less_equal", "greater"))
 greater_equal, equal, not_equal = (_binary(n) for n in ("greater_equal", "equal", "not_equal"))
@@ -81,6 +81,41 @@ def _unary(op, public=None):
         return apply(op, [as_tensor(x)])
     fn.__name__ = public or op
     fn.__doc__ = f"Elementwise {public or op}."
+def divide(x1, x2) -> Tensor:
+    """True division, as PyTorch's `/`: integer and bool operands give a float32 result.
+
+    (The IR's `divide` keeps Relax's truncating integer division; this function never emits it.)
+
+    >>> import tracer
+    >>> (tracer.tensor([7, -7]) / 2).numpy().tolist()
+    [3.5, -3.5]
+    """
+    a, b = promote(x1, x2)
+    if a.dtype in ("int32", "int64", "bool"):
+        a, b = astype(a, "float32"), astype(b, "float32")
+    return apply("divide", [a, b])
+
+
+def floor_divide(x1, x2) -> Tensor:
+    """floor(x1 / x2), as Python's and PyTorch's `//`; an integer division by zero raises ZeroDivisionError.
+
+    >>> import tracer
+    >>> (tracer.tensor([7, -7]) // 2).numpy().tolist()
+    [3, -4]
+    """
+    return apply("floor_divide", promote(x1, x2))
+
+
+def remainder(x1, x2) -> Tensor:
+    """x1 - floor(x1 / x2) * x2, with the sign of x2, as Python's and PyTorch's `%` (IR op floor_mod).
+
+    >>> import tracer
+    >>> (tracer.tensor([7, -7]) % 3).numpy().tolist()
+    [1, 2]
+    """
+    return apply("floor_mod", promote(x1, x2))
+
+
     return fn
 
 
@@ -92,6 +127,16 @@ relu, silu = _unary("nn.relu", "relu"), _unary("nn.silu", "silu")
 def gelu(x, approximate: str = "none") -> Tensor:
     """GELU, exact (erf) by default or its tanh approximation, as torch.nn.functional.gelu."""
     return apply("nn.gelu", [as_tensor(x)], approximate=approximate)
+
+
+def log_sigmoid(x) -> Tensor:
+    """log(sigmoid(x)), finite and accurate for every logit (PyTorch's F.logsigmoid).
+
+    >>> import tracer
+    >>> [round(v, 3) for v in tracer.log_sigmoid(tracer.tensor([-200.0, 0.0])).numpy().tolist()]
+    [-200.0, -0.693]
+    """
+    return apply("nn.log_sigmoid", [as_tensor(x)])
 
 
 def where(condition, x1, x2) -> Tensor:
@@ -114,10 +159,23 @@ OPERATORS = {
     "__mul__": multiply, "__rmul__": _reflect(multiply), "__truediv__": divide,
     "__rtruediv__": _reflect(divide), "__pow__": power, "__rpow__": _reflect(power),
     "__neg__": negative, "__abs__": abs, "__lt__": less, "__le__": less_equal, "__gt__": greater,
-    "__ge__": greater_equal, "__eq__": equal, "__ne__": not_equal,
+def _comparison(fn, symbol):
+    """== / != refuse None: an elementwise comparison with None has no meaning, and Python's fallback
+    (identity) would silently give one bool for the whole tensor."""
+    def operator(self, other):
+        if other is None:
+            raise TypeError(f"tensor {symbol} None: a Tensor cannot be compared with None; "
+                            f"test `t is None` (or `is not None`) instead")
+        return fn(self, other)
+    return operator
+
+
+    "__ge__": greater_equal, "__eq__": _comparison(equal, "=="), "__ne__": _comparison(not_equal, "!="),
+    "__floordiv__": floor_divide, "__rfloordiv__": _reflect(floor_divide), "__mod__": remainder,
+    "__rmod__": _reflect(remainder),
 }
 METHODS = {
     "exp": exp, "log": log, "sqrt": sqrt, "rsqrt": rsqrt, "abs": abs, "sin": sin, "cos": cos, "tanh": tanh,
     "sigmoid": sigmoid, "relu": relu, "gelu": gelu, "silu": silu, "astype": astype, "maximum": maximum,
-    "minimum": minimum, "pow": power,
+    "minimum": minimum, "pow": power, "floor_divide": floor_divide, "remainder": remainder,
 }

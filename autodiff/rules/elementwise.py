@@ -67,29 +67,44 @@ def power_vjp(b, call, out, g):
     return [dx1, dx2]
 
 
-def _tie_split(b, call, out, g, pick):
-    """maximum/minimum: the chosen input gets g, and a tie gives each input g / 2."""
+def _tie_split(b, call, out, g, loses):
+    """maximum/minimum as PyTorch: an input gets g unless it loses (then 0), and a tie gives each
+    input g / 2. A NaN neither ties nor loses, so both inputs of a NaN result get g."""
     x1, x2 = call.args
     one, half, zero = _c(1.0, out), _c(0.5, out), _c(0.0, out)
-    first = b.call("where", b.call(pick, x1, x2), one, zero)
-    tie = b.call("where", b.call("equal", x1, x2), half, zero)
-    w1 = b.call("add", first, tie)
-    w2 = b.call("subtract", one, w1)
+    tie = b.call("equal", x1, x2)
+    w1 = b.call("where", tie, half, b.call("where", b.call(loses, x1, x2), zero, one))
+    w2 = b.call("where", tie, half, b.call("where", b.call(loses, x2, x1), zero, one))
     return [b.call("multiply", g, w1), b.call("multiply", g, w2)]
 
 
 @register_vjp("maximum")
 def maximum_vjp(b, call, out, g):
     """Forward: y = maximum(x1, x2)
-    Backward: dx1 = g * [x1 > x2] + g / 2 * [x1 == x2], dx2 = g - dx1"""
-    return _tie_split(b, call, out, g, "greater")
+    Backward: dx1 = g * [not x1 < x2] (g / 2 where x1 == x2), dx2 likewise"""
+    return _tie_split(b, call, out, g, "less")
 
 
 @register_vjp("minimum")
 def minimum_vjp(b, call, out, g):
     """Forward: y = minimum(x1, x2)
-    Backward: dx1 = g * [x1 < x2] + g / 2 * [x1 == x2], dx2 = g - dx1"""
-    return _tie_split(b, call, out, g, "less")
+    Backward: dx1 = g * [not x1 > x2] (g / 2 where x1 == x2), dx2 likewise"""
+    return _tie_split(b, call, out, g, "greater")
+
+
+@register_vjp("floor_divide")
+def floor_divide_vjp(b, call, out, g):
+    """Forward: y = floor(x1 / x2)
+    Backward: dx1 = none, dx2 = none  (piecewise constant: zero wherever it is defined)"""
+    return [None, None]
+
+
+@register_vjp("floor_mod")
+def floor_mod_vjp(b, call, out, g):
+    """Forward: y = x1 - floor(x1 / x2) * x2
+    Backward: dx1 = g, dx2 = -g * floor(x1 / x2)  (as PyTorch's remainder)"""
+    x1, x2 = call.args
+    return [g, b.call("negative", b.call("multiply", g, b.call("floor_divide", x1, x2)))]
 
 
 @register_vjp("negative")
@@ -163,16 +178,25 @@ def tanh_vjp(b, call, out, g):
 @register_vjp("sigmoid")
 def sigmoid_vjp(b, call, out, g):
     """Forward: y = sigmoid(x)
-    Backward: dx = g * y * (1 - y)"""
-    return [b.call("multiply", g, b.call("multiply", out, b.call("subtract", _c(1.0, out), out)))]
+    Backward: dx = g * y * sigmoid(-x)"""
+    # sigmoid(-x), not 1 - y: 1 - y rounds to 0 once y rounds to 1 (x > 17 in float32)
+    flipped = b.call("sigmoid", b.call("negative", call.args[0]))
+    return [b.call("multiply", g, b.call("multiply", out, flipped))]
+
+
+@register_vjp("nn.log_sigmoid")
+def nn_log_sigmoid_vjp(b, call, out, g):
+    """Forward: y = log(sigmoid(x))
+    Backward: dx = g * sigmoid(-x)"""
+    return [b.call("multiply", g, b.call("sigmoid", b.call("negative", call.args[0])))]
 
 
 @register_vjp("nn.relu")
 def nn_relu_vjp(b, call, out, g):
     """Forward: y = max(x, 0)
-    Backward: dx = g * [x > 0]  (0 at x = 0, as PyTorch)"""
+    Backward: dx = g * [not x <= 0]  (0 at x = 0 and g at nan, as PyTorch)"""
     x = call.args[0]
-    return [b.call("where", b.call("greater", x, _c(0, x)), g, _c(0, x))]
+    return [b.call("where", b.call("less_equal", x, _c(0, x)), _c(0, x), g)]
 
 
 @register_vjp("nn.silu")

@@ -41,6 +41,9 @@ def nn_layer_norm_vjp(b, call, out, g):
     Backward: dx = rstd * (d - mean(d) - xhat * mean(d * xhat)) with d = g * gamma, dgamma = g * xhat, dbeta = g"""
     data, gamma, _ = call.args
     axes = list(call.attrs["axes"])
+    dtype = data.type.dtype
+    if dtype == "float16":  # statistics in float32, as the forward kernel (and PyTorch) computes them
+        data, gamma, g = (b.call("astype", v, dtype="float32") for v in (data, gamma, g))
     # xhat and rstd are recomputed from data: y cannot be inverted where gamma is 0
     inv_n = _c(1.0 / math.prod(data.type.shape[a] for a in axes), data)
     centered = b.call("subtract", data, b.call("multiply", _sum(b, data, axes), inv_n))
@@ -51,8 +54,14 @@ def nn_layer_norm_vjp(b, call, out, g):
     mean_d = b.call("multiply", _sum(b, d, axes), inv_n)
     mean_dx = b.call("multiply", _sum(b, b.call("multiply", d, xhat), axes), inv_n)
     dx = b.call("multiply", rstd, b.call("subtract", b.call("subtract", d, mean_d), b.call("multiply", xhat, mean_dx)))
+    grads = [dx, b.call("multiply", g, xhat), g]
+    if dtype != data.type.dtype:  # float16: sum gamma's and beta's over the leading axes before rounding
+        lead = list(range(data.type.ndim - len(axes)))
+        if lead:
+            grads[1:] = [b.call("sum", v, axis=lead) for v in grads[1:]]
+        return [b.call("astype", v, dtype=dtype) for v in grads]
     # gamma and beta broadcast over the leading axes: the pass sums these back to their shape
-    return [dx, b.call("multiply", g, xhat), g]
+    return grads
 
 
 @register_vjp("nn.dropout")

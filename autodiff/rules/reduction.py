@@ -54,9 +54,16 @@ def variance_vjp(b, call, out, g):
 
 
 def _extremum_vjp(b, call, out, g):
-    # Ties share the gradient evenly, as PyTorch's max/min reductions do.
+    # Ties share the gradient evenly, as PyTorch's max/min reductions do. A nan result (x holds nan):
+    # over all axes (axis=None, torch's x.max()) the nans share g; over given axes (torch.amax) no
+    # element equals the result, so g / 0 * 0 makes that slice's gradient nan, as PyTorch's.
     x = call.args[0]
-    hit = b.call("astype", b.call("equal", x, _keepdims(b, call, out)), dtype=x.type.dtype)
+    y = _keepdims(b, call, out)
+    hit = b.call("astype", b.call("equal", x, y), dtype=x.type.dtype)
+    if call.attrs["axis"] is None:
+        nan_x = b.call("astype", b.call("not_equal", x, x), dtype=x.type.dtype)
+        nan_y = b.call("astype", b.call("not_equal", y, y), dtype=x.type.dtype)
+        hit = b.call("add", hit, b.call("multiply", nan_x, nan_y))  # disjoint: nan == nan is false
     count = b.call("sum", hit, axis=call.attrs["axis"], keepdims=True)
     return [b.call("multiply", hit, b.call("divide", _keepdims(b, call, g), count))]
 

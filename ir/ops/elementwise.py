@@ -1,7 +1,10 @@
 """Elementwise ops: arithmetic, unary math, activations, comparisons, where, astype."""
 from __future__ import annotations
 
+import contextlib
 import math
+
+import numpy as np
 
 from ..types import TensorType
 from .common import broadcast_shape, require_float, require_numeric, same_dtype
@@ -27,13 +30,40 @@ def _binary(name, fn, bool_ok=True):
             kernel=lambda xp, a, b: fn(xp, a, b))
 
 
+def _nonzero_divisor(op, b):
+    """Integer division by zero has no value: raise, the same eagerly and in a compiled step (as
+    PyTorch's integer `//` and `%` do), never NumPy's silent 0."""
+    if b.dtype.kind in "iu" and bool((b == 0).any()):
+        raise ZeroDivisionError(f"{op}: integer division by zero (argument x2 holds 0)")
+
+
+def _quiet(xp):
+    """Float division by zero gives inf or nan without NumPy's RuntimeWarning, as in PyTorch."""
+    return np.errstate(divide="ignore", invalid="ignore") if xp is np else contextlib.nullcontext()
+
+
 def _divide(xp, a, b):
     if a.dtype.kind in "iu":
         # Integer division truncates toward zero in Relax and keeps the dtype. Integer ops, not
         # trunc(a / b): float64 is inexact beyond 2**53.
+        _nonzero_divisor("divide", b)
         q = a // b
         return q + ((q < 0) & (q * b != a)).astype(q.dtype)
     return a / b
+
+
+def _floor_divide(xp, a, b):
+    # floor(a / b), as Python's // and PyTorch's floor_divide (Relax's floor_divide)
+    _nonzero_divisor("floor_divide", b)
+    with _quiet(xp):
+        return xp.floor_divide(a, b)
+
+
+def _floor_mod(xp, a, b):
+    # a - floor(a / b) * b: the sign of the divisor, as Python's % and PyTorch's remainder
+    _nonzero_divisor("floor_mod", b)
+    with _quiet(xp):
+        return xp.remainder(a, b)
 
 
 def _power(xp, a, b):
@@ -45,6 +75,8 @@ _binary("subtract", lambda xp, a, b: a - b, bool_ok=False)
 _binary("multiply", lambda xp, a, b: a * b)
 _binary("divide", _divide, bool_ok=False)
 _binary("power", _power, bool_ok=False)
+_binary("floor_divide", _floor_divide, bool_ok=False)
+_binary("floor_mod", _floor_mod, bool_ok=False)
 _binary("maximum", lambda xp, a, b: xp.maximum(a, b))
 _binary("minimum", lambda xp, a, b: xp.minimum(a, b))
 
@@ -73,8 +105,16 @@ def _unary(name, fn, float_only=True):
 
 
 def _sigmoid(xp, x):
-    # 0.5 * (1 + tanh(x / 2)) never overflows, unlike 1 / (1 + exp(-x)).
-    return (0.5 * (1.0 + xp.tanh(0.5 * x))).astype(x.dtype, copy=False)
+    # exp(-|x|) never overflows, and each tail keeps full relative accuracy: 1 / (1 + e) for x >= 0,
+    # e / (1 + e) for x < 0 (0.5 * (1 + tanh(x / 2)) rounds sigmoid(-20) to 0 in float32).
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+
+
+def _log_sigmoid(xp, x):
+    # log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)): finite for every finite x and exact in both
+    # tails (log of a sigmoid that underflowed would be -inf; log(1 + e) would round to 0 for x > 17).
+    return (xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))).astype(x.dtype, copy=False)
 
 
 def _gelu(xp, x, approximate):
@@ -102,6 +142,7 @@ _unary("tanh", lambda xp, x: xp.tanh(x))
 _unary("sigmoid", _sigmoid)
 _unary("nn.relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), float_only=False)
 _unary("nn.silu", lambda xp, x: x * _sigmoid(xp, x))
+_unary("nn.log_sigmoid", _log_sigmoid)
 declare("nn.gelu", ("x",), (Attr("approximate", "str", "none"),), infer=_infer_gelu, kernel=_gelu)
 
 # ---------------------------------------------------------------- comparisons, where, astype

@@ -61,7 +61,8 @@ def _nll_loss(xp, pred, targets, reduction, ignore_index):
     safe, valid = _checked_targets(xp, pred, targets, ignore_index)
     axis = _class_axis(pred.ndim)
     picked = xp.take_along_axis(pred, xp.expand_dims(safe, axis), axis=axis).squeeze(axis)
-    return _reduce(xp, -picked * valid, valid, reduction)
+    # a select, not -picked * valid: an ignored row may hold -inf (masked logits), and -inf * 0 is nan
+    return _reduce(xp, xp.where(valid, -picked, pred.dtype.type(0)), valid, reduction)
 
 
 def _infer_nll_backward(op, types, reduction, ignore_index):

@@ -61,9 +61,12 @@ def _infer_layer_norm(op, types, axes, epsilon):
 
 def _layer_norm(xp, data, gamma, beta, axes, epsilon):
     axes = tuple(axes)
-    centered = data - data.mean(axis=axes, keepdims=True)
+    # float16 statistics in float32, as PyTorch: (x - mean)**2 overflows float16 above 256
+    wide = data.astype(xp.float32) if data.dtype == xp.float16 else data
+    centered = wide - wide.mean(axis=axes, keepdims=True)
     var = (centered * centered).mean(axis=axes, keepdims=True)
-    return centered / xp.sqrt(var + epsilon) * gamma + beta
+    out = centered / xp.sqrt(var + epsilon) * gamma + beta  # float16 gamma, beta promote to float32
+    return out.astype(data.dtype, copy=False)
 
 
 declare("nn.layer_norm", ("data", "gamma", "beta"), (Attr("axes", "ints"), Attr("epsilon", "float", 1e-5)),

@@ -52,7 +52,14 @@ declare("mean", attrs=AXIS_ATTRS, infer=_infer("float"), kernel=_reduce("mean"))
 declare("max", attrs=AXIS_ATTRS, infer=_infer("order"), kernel=_reduce("max"))
 declare("min", attrs=AXIS_ATTRS, infer=_infer("order"), kernel=_reduce("min"))
 # The population variance (ddof=0), as Relax's `variance`.
-declare("variance", attrs=AXIS_ATTRS, infer=_infer("float"), kernel=_reduce("var"))
+def _variance(xp, x, axis, keepdims):
+    # float16 statistics in float32, returned as float16 (as PyTorch): squares of values above 256
+    # overflow float16, and a float16 sum of many small squares loses them.
+    wide = x.astype(xp.float32) if x.dtype == xp.float16 else x
+    return xp.asarray(wide.var(axis=kernel_axes(axis, x.ndim), keepdims=keepdims)).astype(x.dtype, copy=False)
+
+
+declare("variance", attrs=AXIS_ATTRS, infer=_infer("float"), kernel=_variance)
 
 
 def _infer_argmax(op, types, axis, keepdims):

@@ -8,8 +8,8 @@ from tests.cases import OpCase, rand
 ties = np.array([[1.0, 3.0, 3.0, -1.0], [0.5, 2.0, -4.0, 2.0], [0.0, 0.25, 0.75, 0.5]], "float32")
 
 
-def _i32_sum(a):
-    return np.sum(a, axis=0).astype("int32")
+def _i64_sum(a):  # int32 and bool sums accumulate into int64, as PyTorch's
+    return np.sum(a, axis=0, dtype="int64")
 
 
 CASES = [
@@ -21,7 +21,9 @@ CASES = [
     OpCase("sum_0d", T.sum, np.sum, [rand()], ("sum",)),
     OpCase("sum_0d_axis0", lambda x: x.sum(axis=0), lambda a: a, [rand()], ("sum",)),
     OpCase("sum_empty_axes", lambda x: x.sum(axis=()), lambda a: a.sum(axis=()), [rand(2, 3)], ("sum",)),
-    OpCase("sum_int32", lambda x: x.sum(axis=0), _i32_sum, [rand(3, 4, dtype="int32", low=-5, high=5)], ("sum",),
+    OpCase("sum_int32", lambda x: x.sum(axis=0), _i64_sum, [rand(3, 4, dtype="int32", low=-5, high=5)], ("sum",),
+           grad=False),
+    OpCase("sum_bool_counts", lambda x: x.sum(axis=0), _i64_sum, [rand(5, 3, dtype="bool")], ("sum", "astype"),
            grad=False),
     OpCase("mean_all", T.mean, np.mean, [rand(3, 4)], ("mean",)),
     OpCase("mean_axis_keepdims", lambda x: x.mean(axis=1, keepdims=True), lambda a: a.mean(axis=1, keepdims=True),
