@@ -76,11 +76,6 @@ less, less_equal, greater = (_binary(n) for n in ("less", "less_equal", "greater
 greater_equal, equal, not_equal = (_binary(n) for n in ("greater_equal", "equal", "not_equal"))
 
 
-def _unary(op, public=None):
-    def fn(x) -> Tensor:
-        return apply(op, [as_tensor(x)])
-    fn.__name__ = public or op
-    fn.__doc__ = f"Elementwise {public or op}."
 def divide(x1, x2) -> Tensor:
     """True division, as PyTorch's `/`: integer and bool operands give a float32 result.
 
@@ -116,17 +111,17 @@ def remainder(x1, x2) -> Tensor:
     return apply("floor_mod", promote(x1, x2))
 
 
+def _unary(op, public=None):
+    def fn(x) -> Tensor:
+        return apply(op, [as_tensor(x)])
+    fn.__name__ = public or op
+    fn.__doc__ = f"Elementwise {public or op}."
     return fn
 
 
 negative, abs, exp, log, sqrt, rsqrt = (_unary(n) for n in ("negative", "abs", "exp", "log", "sqrt", "rsqrt"))
 sin, cos, tanh, sigmoid = (_unary(n) for n in ("sin", "cos", "tanh", "sigmoid"))
 relu, silu = _unary("nn.relu", "relu"), _unary("nn.silu", "silu")
-
-
-def gelu(x, approximate: str = "none") -> Tensor:
-    """GELU, exact (erf) by default or its tanh approximation, as torch.nn.functional.gelu."""
-    return apply("nn.gelu", [as_tensor(x)], approximate=approximate)
 
 
 def log_sigmoid(x) -> Tensor:
@@ -137,6 +132,11 @@ def log_sigmoid(x) -> Tensor:
     [-200.0, -0.693]
     """
     return apply("nn.log_sigmoid", [as_tensor(x)])
+
+
+def gelu(x, approximate: str = "none") -> Tensor:
+    """GELU, exact (erf) by default or its tanh approximation, as torch.nn.functional.gelu."""
+    return apply("nn.gelu", [as_tensor(x)], approximate=approximate)
 
 
 def where(condition, x1, x2) -> Tensor:
@@ -154,11 +154,6 @@ def _reflect(fn):
     return lambda self, other: fn(other, self)
 
 
-OPERATORS = {
-    "__add__": add, "__radd__": _reflect(add), "__sub__": subtract, "__rsub__": _reflect(subtract),
-    "__mul__": multiply, "__rmul__": _reflect(multiply), "__truediv__": divide,
-    "__rtruediv__": _reflect(divide), "__pow__": power, "__rpow__": _reflect(power),
-    "__neg__": negative, "__abs__": abs, "__lt__": less, "__le__": less_equal, "__gt__": greater,
 def _comparison(fn, symbol):
     """== / != refuse None: an elementwise comparison with None has no meaning, and Python's fallback
     (identity) would silently give one bool for the whole tensor."""
@@ -170,6 +165,11 @@ def _comparison(fn, symbol):
     return operator
 
 
+OPERATORS = {
+    "__add__": add, "__radd__": _reflect(add), "__sub__": subtract, "__rsub__": _reflect(subtract),
+    "__mul__": multiply, "__rmul__": _reflect(multiply), "__truediv__": divide,
+    "__rtruediv__": _reflect(divide), "__pow__": power, "__rpow__": _reflect(power),
+    "__neg__": negative, "__abs__": abs, "__lt__": less, "__le__": less_equal, "__gt__": greater,
     "__ge__": greater_equal, "__eq__": _comparison(equal, "=="), "__ne__": _comparison(not_equal, "!="),
     "__floordiv__": floor_divide, "__rfloordiv__": _reflect(floor_divide), "__mod__": remainder,
     "__rmod__": _reflect(remainder),
