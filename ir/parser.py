@@ -11,6 +11,7 @@ import textwrap
 
 import numpy as np
 
+from .metadata import load_constants
 from .nodes import Binding, Block, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from .ops.registry import OPS, make_call
 from .types import IRError, TensorType, TupleType, Type, check_dtype
@@ -78,12 +79,18 @@ def _is_decorator(dec: ast.expr, names: tuple[str, ...]) -> bool:
 
 _MODULE_DECORATORS = ("I.ir_module", "ir_module", "tvm.script.ir_module")
 _FUNCTION_DECORATORS = ("R.function",)
+_SPECIALIZES = "tracegrad specializes shapes: trace or write the module with concrete shapes"
+# TVMScript's operator sugar on Relax values
+_BINARY_SUGAR = {ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide",
+                 ast.FloorDiv: "floor_divide", ast.Pow: "power"}
 
 
 class _Parser:
     def __init__(self, margin: int):
         self.margin = margin
         self.scope: dict[str, Var] = {}
+        self.shapes: dict[str, tuple[int, ...]] = {}  # `s = R.shape([2, 3])`: read where an attribute is
+        self.metadata: dict[str, list] | None = None  # the `metadata = tvm.ir.load_json(...)` section
 
     def error(self, node: ast.AST, message: str) -> IRError:
         return IRError(f"line {node.lineno}, column {node.col_offset + 1 + self.margin}: {message}")
@@ -99,7 +106,9 @@ class _Parser:
         for stmt in tree.body:
             if isinstance(stmt, (ast.Import, ast.ImportFrom)) or _is_docstring(stmt):
                 continue
-            if isinstance(stmt, ast.ClassDef):
+            if _is_metadata(stmt):
+                self.load_metadata(stmt)
+            elif isinstance(stmt, ast.ClassDef):
                 if not any(_is_decorator(d, _MODULE_DECORATORS) for d in stmt.decorator_list):
                     raise self.error(stmt, f"expected @I.ir_module on class {stmt.name}")
                 classes += 1
@@ -120,7 +129,19 @@ class _Parser:
             raise IRError("line 1, column 1: expected an @I.ir_module class with @R.function methods; found none")
         return IRModule(functions)
 
+    def load_metadata(self, stmt: ast.Assign) -> None:
+        call = stmt.value
+        if len(call.args) != 1 or not isinstance(call.args[0], ast.Constant) or not isinstance(call.args[0].value, str):
+            raise self.error(stmt, "metadata = tvm.ir.load_json(...) expects one string of JSON")
+        try:
+            self.metadata = load_constants(call.args[0].value)
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+            raise self.error(stmt, f"cannot read the metadata section: {e}") from None
+
     def add_function(self, functions: dict, fdef: ast.FunctionDef) -> None:
+        if any(_is_decorator(d, ("T.prim_func",)) for d in fdef.decorator_list):
+            raise self.error(fdef, f"T.prim_func {fdef.name}: TIR functions are not supported; tracegrad runs "
+                                   "Relax ops only (write the computation with R. ops)")
         if not any(_is_decorator(d, _FUNCTION_DECORATORS) for d in fdef.decorator_list):
             raise self.error(fdef, f"expected @R.function on def {fdef.name}")
         if fdef.name in functions:
@@ -131,7 +152,7 @@ class _Parser:
         a = fdef.args
         if a.vararg or a.kwarg or a.kwonlyargs or a.defaults:
             raise self.error(fdef, f"function {fdef.name}: only plain typed parameters are supported")
-        self.scope = {}
+        self.scope, self.shapes = {}, {}
         params = []
         for arg in a.posonlyargs + a.args:
             if arg.annotation is None:
@@ -156,7 +177,7 @@ class _Parser:
                     plain = []
                 blocks.append(self.dataflow(stmt))
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-                plain.append(self.binding(stmt))
+                plain.extend(filter(None, [self.binding(stmt)]))
             elif isinstance(stmt, ast.Return):
                 if stmt.value is None:
                     raise self.error(stmt, "return needs a value")
@@ -194,13 +215,14 @@ class _Parser:
             if done:
                 raise self.error(inner, "R.output(...) must be the last statement of a dataflow block")
             if isinstance(inner, (ast.Assign, ast.AnnAssign)):
-                bindings.append(self.binding(inner))
+                bindings.extend(filter(None, [self.binding(inner)]))
             elif isinstance(inner, ast.Expr) and _callee(inner.value) == "R.output":
                 # Our IR has no dataflow-var scoping: R.output is checked, then derived again when printing.
                 for name in inner.value.args:
                     if not isinstance(name, ast.Name):
                         raise self.error(name, f"R.output lists variables, got `{self.source(name)}`")
-                    self.lookup(name)
+                    if name.id not in self.shapes:
+                        self.lookup(name)
                 done = True
             elif _is_docstring(inner) or isinstance(inner, ast.Pass):
                 continue
@@ -209,7 +231,7 @@ class _Parser:
                                         f"got `{self.source(inner)}`")
         return Block(bindings, is_dataflow=True)
 
-    def binding(self, stmt: ast.Assign | ast.AnnAssign) -> Binding:
+    def binding(self, stmt: ast.Assign | ast.AnnAssign) -> Binding | None:
         if isinstance(stmt, ast.Assign):
             if len(stmt.targets) != 1:
                 raise self.error(stmt, "expected one variable on the left of =")
@@ -220,6 +242,12 @@ class _Parser:
                 raise self.error(stmt, f"binding of {self.source(target)} has no value")
         if not isinstance(target, ast.Name):
             raise self.error(target, f"expected a variable name on the left of =, got `{self.source(target)}`")
+        if _callee(stmt.value) == "R.shape":  # a shape value: kept by name, read where a shape attribute is
+            if annotation is not None and _callee(annotation) != "R.Shape":
+                raise self.error(stmt, f"binding {target.id}: a shape value is annotated R.Shape(...)")
+            self.shapes[target.id] = self.literal(stmt.value)
+            self.scope.pop(target.id, None)
+            return None
         value = self.value(stmt.value)
         if annotation is not None:
             declared = self.type(annotation)
@@ -229,6 +257,7 @@ class _Parser:
         # Rebinding a name shadows it, as TVMScript does; the new var is a different var.
         var = Var(target.id, value.type)
         self.scope[target.id] = var
+        self.shapes.pop(target.id, None)
         return Binding(var, value)
 
     # ------------------------------------------------------------------ expressions
@@ -236,9 +265,32 @@ class _Parser:
     def value(self, node: ast.expr) -> Expr:
         """The right-hand side of a binding: an op call, or any argument expression."""
         name = _callee(node)
+        if name == "R.call_tir" or name is not None and name.startswith("T."):
+            raise self.error(node, f"{name}: TIR is not supported; tracegrad runs Relax ops only"
+                                   + (f" ({_SPECIALIZES})" if name.startswith("T.") else ""))
         if name is not None and name.startswith("R.") and name not in ("R.const", "R.tuple"):
             return self.op_call(node, name)
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY_SUGAR:
+            return self.sugar(node, _BINARY_SUGAR[type(node.op)], [node.left, node.right])
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and not _is_number(node.operand):
+            return self.sugar(node, "negative", [node.operand])
         return self.expr(node)
+
+    def sugar(self, node: ast.expr, op_name: str, operands: list[ast.expr]) -> Expr:
+        """`a + b`, `-a`, ... on Relax values: the op call they stand for."""
+        args = []
+        for operand in operands:
+            if isinstance(operand, ast.BinOp | ast.UnaryOp | ast.Call) and _callee(operand) not in ("R.const",):
+                raise self.error(operand, f"nested expression `{self.source(operand)}` is not supported; bind it "
+                                          "to a variable first")
+            if _is_number(operand):
+                raise self.error(operand, f"`{self.source(node)}`: a Python number is not a Relax value; write "
+                                          "R.const(value, dtype)")
+            args.append(self.expr(operand))
+        try:
+            return make_call(op_name, args)
+        except (IRError, TypeError) as e:
+            raise self.error(node, str(e)) from None
 
     def expr(self, node: ast.expr) -> Expr:
         """A variable, a constant, a tuple or a tuple item (never a call: IR arguments are atomic)."""
@@ -248,7 +300,7 @@ class _Parser:
             return Tuple(self.expr(e) for e in node.elts)
         if isinstance(node, ast.Subscript):
             if _root_name(node) == "metadata" and "metadata" not in self.scope:
-                raise self.error(node, "constants kept in metadata are not supported; write R.const(value, dtype)")
+                return self.metadata_constant(node)
             try:
                 index = self.literal(node.slice)
             except IRError:
@@ -268,6 +320,23 @@ class _Parser:
             raise self.error(node, f"nested call {name}(...) is not supported; bind it to a variable first")
         raise self.error(node, f"expected a variable, R.const(...), a tuple or a tuple item, "
                                f"got `{self.source(node)}`")
+
+    def metadata_constant(self, node: ast.Subscript) -> Constant:
+        """`metadata["relax.expr.Constant"][i]`: the i-th constant of the metadata section."""
+        inner = node.value
+        if not (isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Name)):
+            raise self.error(node, f"expected metadata[\"relax.expr.Constant\"][i], got `{self.source(node)}`")
+        key, index = self.literal(inner.slice), self.literal(node.slice)
+        if self.metadata is None:
+            raise self.error(node, f"`{self.source(node)}` refers to the metadata section, which this text does not "
+                                   "have: print the module with mod.script(show_meta=True)")
+        entries = self.metadata.get(key)
+        if key != "relax.expr.Constant" or entries is None:
+            raise self.error(node, f"metadata[{key!r}]: only relax.expr.Constant entries are supported "
+                                   f"(the section has {sorted(self.metadata)})")
+        if not isinstance(index, int) or not 0 <= index < len(entries):
+            raise self.error(node, f"metadata[{key!r}][{index!r}]: the section holds {len(entries)} constant(s)")
+        return Constant(entries[index])
 
     def lookup(self, node: ast.Name) -> Var:
         try:
@@ -291,6 +360,7 @@ class _Parser:
                                    f"got {len(node.args)} positional arguments")
         attrs = {a.name: self.literal(n) for a, n in zip(op.attrs, attr_nodes, strict=False)}
         attr_names = [a.name for a in op.attrs]
+        out_dtype = None
         for kw in node.keywords:
             if kw.arg is None:
                 raise self.error(kw.value, f"{name}: **arguments are not supported")
@@ -304,6 +374,8 @@ class _Parser:
                 if kw.arg in attrs:
                     raise self.error(kw.value, f"{name}: attribute {kw.arg} given twice")
                 attrs[kw.arg] = self.literal(kw.value)
+            elif kw.arg == "out_dtype" and kw.arg in op.fixed:
+                out_dtype = self.literal(kw.value)  # checked against the result once it is inferred
             elif kw.arg in op.fixed:
                 value = self.literal(kw.value)
                 if value not in op.fixed[kw.arg]:
@@ -316,9 +388,16 @@ class _Parser:
             raise self.error(node, f"{name} expects {len(inputs)} tensor argument(s) {tuple(inputs)}")
         args = [self.expr(n) for n in tensor_nodes]
         try:
-            return make_call(op_name, args, attrs)
+            call = make_call(op_name, args, attrs)
         except (IRError, TypeError) as e:
             raise self.error(node, str(e)) from None
+        # TVM 0.27 prints an unset out_dtype as None, older versions as "void"; a dtype that is the result's
+        # own means the same (tracegrad never converts inside an op)
+        accepted = [None, "void", ""] + ([call.type.dtype] if isinstance(call.type, TensorType) else [])
+        if out_dtype not in accepted:
+            raise self.error(node, f"{name}: tracegrad supports out_dtype in {accepted} only, got {out_dtype!r}; "
+                                   "convert with R.astype")
+        return call
 
     def const(self, node: ast.Call) -> Constant:
         """R.const(value, "dtype"), with shape=(...) when the nested list cannot say it (a (0, 3) constant)."""
@@ -355,6 +434,8 @@ class _Parser:
         R.shape([...]), float("inf") / float("nan"), with unary minus."""
         if isinstance(node, ast.Constant) and not isinstance(node.value, bytes | complex):
             return node.value
+        if isinstance(node, ast.Name) and node.id in self.shapes:
+            return self.shapes[node.id]
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
             v = self.literal(node.operand)
             if isinstance(v, int | float) and not isinstance(v, bool):
@@ -396,6 +477,11 @@ class _Parser:
             if kw.arg not in ("shape", "dtype", "ndim") or kw.arg in given:
                 raise self.error(kw.value, f"R.Tensor: unexpected or repeated argument {kw.arg}")
             given[kw.arg] = kw.value
+        if isinstance(given.get("shape"), ast.Tuple | ast.List):
+            for d in given["shape"].elts:
+                if isinstance(d, ast.Name) or isinstance(d, ast.Constant) and isinstance(d.value, str) \
+                        or isinstance(d, ast.BinOp):
+                    raise self.error(d, f"R.Tensor: symbolic dimension `{self.source(d)}`; {_SPECIALIZES}")
         shape = self.literal(given["shape"]) if "shape" in given else None
         if not isinstance(shape, list | tuple) or not all(isinstance(d, int) and not isinstance(d, bool)
                                                           for d in shape):
@@ -409,6 +495,18 @@ class _Parser:
             return TensorType(tuple(shape), check_dtype(dtype, "R.Tensor"))
         except (IRError, TypeError) as e:
             raise self.error(node, str(e)) from None
+
+
+def _is_number(node: ast.expr) -> bool:
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool)
+
+
+def _is_metadata(stmt: ast.stmt) -> bool:
+    """`metadata = tvm.ir.load_json(...)`, which mod.script(show_meta=True) writes above the module."""
+    return (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id == "metadata" and _callee(stmt.value) in ("tvm.ir.load_json", "ir.load_json"))
 
 
 def _is_number_tree(value) -> bool:

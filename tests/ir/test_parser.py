@@ -275,7 +275,7 @@ def main(x: R.Tensor((2, 3), dtype="float32"), y: R.Tensor((3,), dtype="float32"
     ("R.add(x, R.const([[1.0], [2.0, 3.0]]))", (4, 23), "R.const: cannot make a constant"),
     ('R.add(x, R.const(1.0, "complex64"))', (4, 23), "unsupported dtype 'complex64'"),
     ("R.matmul(y, x)", (4, 14), "matmul"),
-    ("R.add(x, metadata[\"relax.expr.Constant\"][0])", (4, 23), "metadata are not supported"),
+    ("R.add(x, metadata[\"relax.expr.Constant\"][0])", (4, 23), "print the module with mod.script\\(show_meta=True\\)"),
     ("y[0]", (4, 14), "not a tuple"),
     ("(x, y)[x]", (4, 21), "tuple index must be an integer"),
     ("(x, y)[2]", (4, 14), "index 2 out of range"),
