@@ -181,10 +181,12 @@ class Tensor:
         return bool(data.reshape(()))
 
     def __float__(self):
-        return float(self._concrete("float()").reshape(()))
+        self._concrete("float()")
+        return float(self.item())
 
     def __int__(self):
-        return int(self._concrete("int()").reshape(()))
+        self._concrete("int()")
+        return int(self.item())
 
     def __index__(self):
         if self.dtype not in ("int32", "int64"):

@@ -212,11 +212,9 @@ class checkpoint(contextlib.ContextDecorator):
     """
 
     def __new__(cls, fn=None):
-        self = super().__new__(cls)
         if fn is not None:
-            self._ctx = None
-            return functools.wraps(fn)(functools.partial(_run_checkpointed, fn))
-        return self
+            return _run_checkpointed(fn)
+        return super().__new__(cls)
 
     def __init__(self, fn=None):
         self._ctx = None
@@ -235,9 +233,14 @@ class checkpoint(contextlib.ContextDecorator):
         return False
 
 
-def _run_checkpointed(fn, *args, **kwargs):
-    with checkpoint():
-        return fn(*args, **kwargs)
+def _run_checkpointed(fn):
+    """`fn` with every call inside a checkpoint region. A plain function (a partial would not be a
+    descriptor), so `@tracer.checkpoint` on a method binds `self` like any method."""
+    @functools.wraps(fn)
+    def checkpointed(*args, **kwargs):
+        with checkpoint():
+            return fn(*args, **kwargs)
+    return checkpointed
 
 
 __all__ = ["Spec", "Traced", "TraceError", "checkpoint", "guard", "spec", "trace", "trace_function", "unflatten_output"]

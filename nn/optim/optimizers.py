@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -22,11 +23,35 @@ def as_array(g, like=None):
     return xp.asarray(g, dtype=like.dtype)
 
 
+def _named(params) -> tuple[list[str] | None, list]:
+    """(names, tensors) from a dict {name: tensor}, (name, tensor) pairs (`named_parameters()`) or
+    plain tensors (names None)."""
+    if isinstance(params, Mapping):
+        return [str(k) for k in params], list(params.values())
+    items = list(params)
+    if items and all(isinstance(i, tuple) and len(i) == 2 and isinstance(i[0], str) for i in items):
+        return [n for n, _ in items], [p for _, p in items]
+    return None, items
+
+
 class Optimizer(ABC):
-    """Base class: holds the parameters (in order), `lr`, the step count and per-parameter state arrays."""
+    """Base class: holds the parameters (in order), `lr`, the step count and per-parameter state arrays.
+
+    `params` is a list of tensors, a dict {name: tensor} or `model.named_parameters()`; `step` takes the
+    gradients as a list in the parameters' order or as the dict that `autodiff.grad(wrt=dict)` returns.
+
+    >>> import numpy as np, tracer
+    >>> w = tracer.tensor(np.ones(2))
+    >>> opt = SGD({"w": w}, lr=0.5)
+    >>> opt.step({"w": np.array([1.0, 2.0])})
+    >>> w.numpy().tolist()
+    [0.5, 0.0]
+    """
 
     def __init__(self, params, lr: float):
-        self.params = list(params)
+        self.names, self.params = _named(params)
+        if self.names is not None and len(set(self.names)) != len(self.names):
+            raise ValueError(f"{type(self).__name__}: a parameter name appears more than once")
         if not self.params:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
         if len({id(p) for p in self.params}) != len(self.params):
@@ -40,7 +65,10 @@ class Optimizer(ABC):
         self.state: list[dict] = [{} for _ in self.params]
 
     def step(self, grads) -> None:
-        """Update every parameter in place from `grads`, given in the order of the parameters."""
+        """Update every parameter in place from `grads`: a list in the order of the parameters, or a
+        dict keyed by the parameters' names."""
+        if isinstance(grads, Mapping):
+            grads = self._by_name(grads)
         if isinstance(grads, (Tensor, np.ndarray)) or not hasattr(grads, "__iter__"):
             raise TypeError(f"{type(self).__name__}.step: pass a list of gradients (one per parameter), got "
                             f"{type(grads).__name__}")
@@ -58,6 +86,24 @@ class Optimizer(ABC):
         self.step_count += 1
         for p, g, state in zip(self.params, arrays, self.state, strict=True):
             self._update(p._data, g, state)
+
+    def _by_name(self, grads: Mapping) -> list:
+        """The gradients of a dict in the parameters' order. Names come from the constructor's dict or
+        named pairs; for a plain list, from the names the parameters' modules gave them (when unique)."""
+        cls = type(self).__name__
+        names = self.names
+        if names is None:
+            names = [p._name for p in self.params]
+            if "" in names or len(set(names)) != len(names):
+                raise TypeError(f"{cls}.step: got a dict of gradients, but the parameters have no unique names "
+                                f"to match its keys to; build the optimizer from the same dict (or "
+                                f"model.named_parameters()) that was passed as wrt")
+        missing = [n for n in names if n not in grads]
+        unexpected = [str(k) for k in grads if k not in set(names)]
+        if missing or unexpected:
+            raise ValueError(f"{cls}.step: the gradients' keys do not match the parameters' names: missing "
+                             f"{missing}, unexpected {unexpected}")
+        return [grads[n] for n in names]
 
     @abstractmethod
     def _update(self, p, g, state: dict) -> None:
