@@ -3,9 +3,13 @@
     python examples/train_digits.py                 # MLP, >= 97% test accuracy in seconds on a laptop CPU
     python examples/train_digits.py --model cnn     # Conv2d -> ReLU -> MaxPool2d -> ... -> Linear
     python examples/train_digits.py --fast          # two short epochs on a subset (what CI runs)
+    mpiexec -n 2 python examples/train_digits.py --distributed   # data-parallel on 2 processes (pip install
+                                                    # tracegrad[mpi]); the same batches, so the same accuracy
 
 The training step is traced, differentiated by the Gradient pass and compiled once (per batch shape),
-then replayed every step with the model's current weights; evaluation runs eagerly.
+then replayed every step with the model's current weights; evaluation runs eagerly. With --distributed each
+process takes every world_size-th image of each batch of --batch-size (nn.data.batches(shard=...)), the
+gradients are averaged over the processes (nn.distributed.data_parallel), and only rank 0 prints and saves.
 """
 from __future__ import annotations
 
@@ -34,12 +38,17 @@ def make_model(kind: str) -> nn.Module:
         nn.Flatten(), nn.Linear(32 * 2 * 2, 10))
 
 
-def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
-    """Eager evaluation: with dropout-free models eval() changes nothing, but it is the habit to keep."""
+def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray, distributed: bool = False) -> float:
+    """Eager evaluation: with dropout-free models eval() changes nothing, but it is the habit to keep.
+    Distributed, each process scores every world_size-th image and the counts are summed."""
+    rank, world = (nn.distributed.rank(), nn.distributed.world_size()) if distributed else (0, 1)
     model.eval()
-    logits = model(tracer.tensor(x)).numpy()
+    logits = model(tracer.tensor(x[rank::world])).numpy()
     model.train()
-    return float((logits.argmax(axis=1) == y).mean())
+    correct = np.array([(logits.argmax(axis=1) == y[rank::world]).sum()])
+    if distributed:
+        correct = nn.distributed.all_reduce(correct, op="sum")
+    return float(correct[0] / len(y))
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -50,6 +59,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=None, help="peak Adam learning rate (default: 3e-3)")
     p.add_argument("--seed", type=int, default=0, help="seed for the weights and the batch order (default: 0)")
     p.add_argument("--fast", action="store_true", help="two short epochs on a subset, for CI (no accuracy target)")
+    p.add_argument("--distributed", action="store_true",
+                   help="data-parallel over the processes of `mpiexec -n N` (--batch-size is the total over them)")
+    p.add_argument("--save", metavar="PATH", help="save the trained weights to PATH (.npz; rank 0 only)")
     args = p.parse_args(argv)
     if (args.epochs is not None and args.epochs < 1) or args.batch_size < 1:
         p.error("--epochs and --batch-size must be at least 1")
@@ -61,6 +73,14 @@ def main(argv=None) -> float:
     epochs, lr = DEFAULTS[args.model]
     epochs = 2 if args.fast and args.epochs is None else (args.epochs or epochs)
     lr = lr if args.lr is None else args.lr
+    rank, world = 0, 1
+    if args.distributed:
+        nn.distributed.init()
+        rank, world = nn.distributed.rank(), nn.distributed.world_size()
+        if args.batch_size % world:
+            raise SystemExit(f"train_digits.py: error: --batch-size {args.batch_size} does not split evenly over "
+                             f"{world} processes")
+    log = print if rank == 0 else (lambda *a, **k: None)
 
     (x_train, y_train), (x_test, y_test) = nn.data.load_digits()
     if args.fast:
@@ -78,25 +98,41 @@ def main(argv=None) -> float:
     steps_per_epoch = len(x_train) // args.batch_size
     schedule = optim.WarmupCosine(opt, warmup_steps=0, total_steps=epochs * steps_per_epoch)
     step = autodiff.value_and_grad(lambda x, y: F.cross_entropy(model(x), y), wrt=model.parameters())
+    if args.distributed:
+        nn.distributed.broadcast_parameters(model)  # every process starts from rank 0's weights
+        step = nn.distributed.data_parallel(step)  # loss and gradients averaged over the processes
+    shard = (rank, world) if args.distributed else None
 
     n_params = sum(p.numpy().size for p in model.parameters())
-    print(f"digits: {len(x_train)} train / {len(x_test)} test images, model {args.model} ({n_params} parameters), "
+    if args.distributed:
+        log(f"distributed: {world} processes, {args.batch_size // world} of each batch's {args.batch_size} "
+            "images per process")
+    log(f"digits: {len(x_train)} train / {len(x_test)} test images, model {args.model} ({n_params} parameters), "
           f"{epochs} epochs of {steps_per_epoch} steps")
     start = time.perf_counter()
     for epoch in range(1, epochs + 1):
         t0, losses = time.perf_counter(), []
         # drop_last keeps one batch shape, so the step is traced and compiled exactly once
-        batches = nn.data.batches((x_train, y_train), args.batch_size, seed=args.seed * 1000 + epoch, drop_last=True)
+        # (distributed: this process's images of each batch, the same batches as on one process)
+        batches = nn.data.batches((x_train, y_train), args.batch_size // world, seed=args.seed * 1000 + epoch,
+                                  drop_last=True, shard=shard)
         for x, y in batches:
             loss, grads = step(x, y)
             opt.step(grads)
             schedule.step()
             losses.append(loss.item())
         rate = len(losses) / (time.perf_counter() - t0)  # epoch 1 includes tracing and compiling
-        acc = accuracy(model, x_test, y_test)
-        print(f"epoch {epoch:3d}  train loss {np.mean(losses):.4f}  test accuracy {acc:.2%}  {rate:7.1f} steps/s")
+        acc = accuracy(model, x_test, y_test, args.distributed)
+        log(f"epoch {epoch:3d}  train loss {np.mean(losses):.4f}  test accuracy {acc:.2%}  {rate:7.1f} steps/s")
     wall = time.perf_counter() - start
-    print(f"final test accuracy {acc:.2%}  wall time {wall:.1f} s")
+    log(f"final test accuracy {acc:.2%}  wall time {wall:.1f} s")
+    if args.distributed and world > 1:
+        c = step.comm_stats
+        log(f"all-reduce: {c.collectives / c.calls:.0f} per step of {c.bytes / c.calls:,.0f} bytes, "
+            f"{1e3 * c.seconds / c.calls:.3f} ms per step, {c.seconds / wall:.1%} of the wall time")
+    if args.save and rank == 0:
+        nn.save(model.state_dict(), args.save)
+        log(f"saved the weights to {args.save}")
     return acc
 
 

@@ -1,5 +1,5 @@
 """Models as Python classes: Module, Parameter, layers, functional, init, optim, saving, data."""
-from . import data, functional, init, optim
+from . import data, distributed, functional, init, optim
 from .attention import MultiheadAttention
 from .checkpoint import checkpoint_sequential
 from .layers import (
@@ -27,5 +27,5 @@ __all__ = [
     "GELU", "AvgPool2d", "Conv2d", "Dropout", "Embedding", "Flatten", "LayerNorm", "Linear", "MaxPool2d",
     "Identity", "Module", "ModuleList", "MultiheadAttention", "Parameter", "ReLU", "Sequential", "SiLU", "Sigmoid",
     "StateDictError", "Tanh",
-    "checkpoint_sequential", "data", "functional", "init", "load", "optim", "save",
+    "checkpoint_sequential", "data", "distributed", "functional", "init", "load", "optim", "save",
 ]

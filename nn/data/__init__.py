@@ -8,14 +8,23 @@ import numpy as np
 from tracer import Tensor
 
 
-def batches(arrays, batch_size: int, shuffle: bool = True, seed: int | None = None, drop_last: bool = False):
+def batches(arrays, batch_size: int, shuffle: bool = True, seed: int | None = None, drop_last: bool = False,
+            shard: tuple[int, int] | None = None):
     """An iterator over tuples of aligned batches from `arrays` (a tuple/list of arrays sharing their first
     dimension, or one array); seed=None shuffles differently every call, a seed fixes the order. The last
     batch is smaller unless drop_last; the arguments are checked at once, not at the first batch.
 
+    shard=(rank, world_size) gives this process every world_size-th sample of the epoch's order, starting
+    at `rank`, as torch's DistributedSampler: with the same seed on every rank the shards are disjoint, and
+    batch k of each rank together make batch k of batch_size * world_size in the one-process order. Every
+    rank gets as many samples (so as many steps): drop_last drops the order's tail to a multiple of
+    world_size (and each rank's last short batch), else the order is padded by repeating its start.
+
     >>> x, y = np.arange(10).reshape(5, 2), np.arange(5)
     >>> [b[1].tolist() for b in batches((x, y), 2, shuffle=False)]
     [[0, 1], [2, 3], [4]]
+    >>> [b[1].tolist() for b in batches((x, y), 2, shuffle=False, shard=(1, 2))]   # padded with sample 0
+    [[1, 3], [0]]
     """
     if isinstance(arrays, (np.ndarray, Tensor)):
         arrays = (arrays,)
@@ -30,13 +39,31 @@ def batches(arrays, batch_size: int, shuffle: bool = True, seed: int | None = No
         isinstance(batch_size, (float, np.floating)) and float(batch_size).is_integer()
     if not whole or batch_size < 1:
         raise ValueError(f"batches: batch_size must be a positive integer, got {batch_size!r}")
+    if shard is not None:
+        ok = isinstance(shard, (tuple, list)) and len(shard) == 2 and \
+            all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in shard)
+        if not ok or not 0 <= shard[0] < shard[1]:
+            raise ValueError(f"batches: shard must be (rank, world_size) with 0 <= rank < world_size, got {shard!r}")
     # checked above, when called; the batches themselves come lazily
-    return _batches(arrays, int(batch_size), shuffle, seed, drop_last)
+    return _batches(arrays, int(batch_size), shuffle, seed, drop_last, shard)
 
 
-def _batches(arrays, batch_size: int, shuffle: bool, seed, drop_last: bool):
+def _shard(order: np.ndarray, drop_last: bool, shard) -> np.ndarray:
+    """This rank's strided part of `order`, cut or padded to a multiple of world_size (DistributedSampler)."""
+    rank, world = int(shard[0]), int(shard[1])
+    if drop_last:
+        order = order[:len(order) - len(order) % world]
+    elif len(order) % world:
+        order = np.resize(order, len(order) + world - len(order) % world)  # repeats from the start
+    return order[rank::world]
+
+
+def _batches(arrays, batch_size: int, shuffle: bool, seed, drop_last: bool, shard=None):
     n = len(arrays[0])
     order = np.random.default_rng(seed).permutation(n) if shuffle else np.arange(n)
+    if shard is not None:
+        order = _shard(order, drop_last, shard)
+        n = len(order)
     stop = n - n % batch_size if drop_last else n
     for start in range(0, stop, batch_size):
         idx = order[start:start + batch_size]

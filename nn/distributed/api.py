@@ -1,0 +1,230 @@
+"""Data-parallel training: every process runs the same step on its own shard of each batch, and the
+gradients are averaged over the processes before the optimizer sees them (PyTorch DDP, Horovod).
+
+Launch the same script on N processes with `mpiexec -n N python train.py`; started without mpiexec it
+is one process, every collective is skipped and MPI is never imported.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from tracer.tensor import array_module_of
+
+from ..module import Module
+from ..optim import Optimizer
+from . import world as _worlds
+from .buckets import DEFAULT_BUCKET_BYTES, all_reduce_arrays, as_array, broadcast_arrays, flatten, like, unflatten
+
+OPS = ("mean", "sum", "max", "min")
+_world: _worlds.World | None = None
+
+
+def init(backend: str | None = None) -> None:
+    """Join the processes that mpiexec started (or be the only one). Calling it again keeps the world.
+
+    backend=None: MPI when launched on several processes, else one process (no MPI import); an NCCL
+    communicator is made the first time a CuPy buffer is reduced. "mpi" insists on mpi4py, "nccl" makes
+    the NCCL communicator now (one GPU per process; a single-rank one on one process), "single" ignores
+    any launcher.
+
+    >>> init(); rank(), world_size()
+    (0, 1)
+    """
+    global _world
+    if _world is None or (backend is not None and backend != _world.backend):
+        _world = _worlds.make_world(backend)
+
+
+def _current() -> _worlds.World:
+    if _world is None:
+        init()
+    return _world
+
+
+def rank() -> int:
+    """This process's index, 0 .. world_size() - 1 (calls init() if it was not called)."""
+    return _current().rank
+
+
+def world_size() -> int:
+    """How many processes train together (1 without mpiexec)."""
+    return _current().size
+
+
+def barrier() -> None:
+    """Wait until every process reaches this line."""
+    _current().host.barrier()
+
+
+def all_reduce(t, op: str = "mean"):
+    """`t` combined over all processes: "mean" (floating point only), "sum", "max" or "min".
+
+    t is a Tensor, a NumPy or CuPy array, a number, or a list, tuple or dict of them (reduced in buckets);
+    the result has the same form and is new (on one process it is `t` itself). `t` is not changed.
+
+    >>> import numpy as np
+    >>> all_reduce(np.array([1.0, 3.0]), op="sum")
+    array([1., 3.])
+    """
+    if op not in OPS:
+        raise ValueError(f"all_reduce: op must be one of {', '.join(OPS)}, got {op!r}")
+    leaves = flatten(t)
+    arrays = [_checked(value, path, "all_reduce", op) for path, value in leaves]
+    world = _current()
+    if not world.reduces:
+        return t
+    out = all_reduce_arrays(world, arrays, op, DEFAULT_BUCKET_BYTES)
+    return unflatten(t, iter(like(v, a) for (_, v), a in zip(leaves, out, strict=True)))
+
+
+def _checked(value, path: str, what: str, op: str):
+    array = as_array(value, what)
+    if array is None:
+        raise TypeError(f"{what}: cannot reduce {type(value).__name__} at {path or 'the top'}; "
+                        "expected Tensors, arrays or numbers")
+    if op == "mean" and array.dtype.kind != "f":
+        raise TypeError(f"{what}: op='mean' needs floating-point values, got {array.dtype} at "
+                        f"{path or 'the top'} with shape {tuple(array.shape)}; use op='sum'")
+    return array
+
+
+def broadcast_parameters(params, root: int = 0):
+    """Overwrite every process's values, in place, with those of process `root`; returns `params`.
+
+    params: a Module (its parameters), an Optimizer (its state arrays, step count and learning rate), or
+    a list, tuple or dict of Tensors or arrays. Call it once after building the model and optimizer (or
+    loading a checkpoint on root) so that every process starts from the same weights.
+
+    >>> import nn
+    >>> model = nn.Linear(2, 1)
+    >>> broadcast_parameters(model) is model
+    True
+    """
+    world = _current()
+    if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < world.size:
+        raise ValueError(f"broadcast_parameters: root must be a rank in 0..{world.size - 1}, got {root!r}")
+    if isinstance(params, Optimizer):
+        _broadcast_optimizer(world, params, root)
+        return params
+    values = params.parameters() if isinstance(params, Module) else params
+    arrays = []
+    for path, value in flatten(values):
+        array = as_array(value, "broadcast_parameters")
+        if array is None or not hasattr(value, "shape"):
+            raise TypeError(f"broadcast_parameters: cannot overwrite {type(value).__name__} at "
+                            f"{path or 'the top'} in place; expected Tensors or arrays")
+        arrays.append(array)
+    if world.reduces:
+        broadcast_arrays(world, arrays, root, DEFAULT_BUCKET_BYTES)
+    return params
+
+
+def _broadcast_optimizer(world, opt: Optimizer, root: int) -> None:
+    if not world.reduces:
+        return
+    # root's state has arrays other processes may not have yet (before their first step): shapes first
+    layout = [{k: (v.shape, str(v.dtype)) for k, v in s.items()} for s in opt.state]
+    layout, opt.lr, opt.step_count = world.host.bcast_object((layout, opt.lr, opt.step_count), root)
+    for p, s, want in zip(opt.params, opt.state, layout, strict=True):
+        for k, (shape, dtype) in want.items():
+            if k not in s or s[k].shape != shape or str(s[k].dtype) != dtype:
+                s[k] = array_module_of(p._data).zeros(shape, dtype)
+        for k in [k for k in s if k not in want]:
+            del s[k]
+    broadcast_arrays(world, [s[k] for s in opt.state for k in sorted(s)], root, DEFAULT_BUCKET_BYTES)
+
+
+@dataclass
+class CommStats:
+    """What a data_parallel step spent on collectives, summed over its calls."""
+
+    calls: int = 0
+    collectives: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+
+
+class DataParallel:
+    """`step` with its results averaged over the processes; see `data_parallel`."""
+
+    def __init__(self, step, has_aux: bool, average_aux: bool, bucket_bytes: int):
+        if not callable(step):
+            raise TypeError(f"data_parallel: step must be callable, got {type(step).__name__}")
+        if not isinstance(bucket_bytes, int) or bucket_bytes < 1:
+            raise ValueError(f"data_parallel: bucket_bytes must be a positive integer, got {bucket_bytes!r}")
+        self.step, self.has_aux, self.average_aux, self.bucket_bytes = step, has_aux, average_aux, bucket_bytes
+        self.comm_stats = CommStats()
+
+    def __getattr__(self, name):  # step.module, step.stats, step.memory_profile() of a wrapped value_and_grad
+        if name == "step":  # not set yet (a failed __init__, unpickling)
+            raise AttributeError(name)
+        return getattr(self.step, name)
+
+    def __call__(self, *args, **kwargs):
+        out = self.step(*args, **kwargs)
+        self.comm_stats.calls += 1
+        world = _current()
+        if not world.reduces:
+            return out
+        averaged, aux, join = self._split(out)
+        leaves = [(p, v, _checked(v, p, "data_parallel", "mean")) for p, v in flatten(averaged, "result")]
+        aux_leaves = flatten(aux, "aux")
+        picked = [(p, v, a) for p, v in aux_leaves if self.average_aux and _is_float(a := as_array(v, "aux"))]
+        arrays = [a for _, _, a in leaves + picked]
+        before, start = world.collectives, time.perf_counter()
+        reduced = dict(zip((id(a) for a in arrays), all_reduce_arrays(world, arrays, "mean", self.bucket_bytes),
+                           strict=True)) if arrays else {}
+        stats = self.comm_stats
+        stats.seconds += time.perf_counter() - start
+        stats.collectives += world.collectives - before
+        stats.bytes += sum(a.nbytes for a in arrays)
+        averaged = unflatten(averaged, iter(like(v, reduced[id(a)]) for _, v, a in leaves))
+        if picked:
+            chosen = {id(v): like(v, reduced[id(a)]) for _, v, a in picked}
+            aux = unflatten(aux, iter(chosen.get(id(v), v) for _, v in aux_leaves))
+        return join(averaged, aux)
+
+    def _split(self, out):
+        """(the part to average, aux, a function putting both back in out's form)."""
+        if not self.has_aux:
+            return out, (), lambda averaged, aux: averaged
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise TypeError(f"data_parallel(has_aux=True): the step must return ((value, aux), grads) or "
+                            f"(grads, aux), got {type(out).__name__}")
+        first, second = out
+        if isinstance(first, tuple) and len(first) == 2 and _is_scalar(first[0]):  # value_and_grad's form
+            (value, aux), grads = out
+            return (value, grads), aux, lambda avg, aux: ((avg[0], aux), avg[1])
+        return first, second, lambda avg, aux: (avg, aux)  # grad's form: (grads, aux)
+
+
+def _is_float(array) -> bool:
+    return array is not None and array.dtype.kind == "f"
+
+
+def _is_scalar(value) -> bool:
+    array = as_array(value, "data_parallel")
+    return _is_float(array) and array.ndim == 0
+
+
+def data_parallel(step, *, has_aux: bool = False, average_aux: bool = False,
+                  bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> DataParallel:
+    """Wrap a gradient step so that each call averages its results over all processes.
+
+    `step(*args)` is any callable returning gradients, or (value, gradients), as `autodiff.grad` and
+    `autodiff.value_and_grad` do (gradients: a Tensor or array, or a list, tuple or dict of them). Every
+    process calls it on its own shard of the batch; the wrapper averages the value and the gradients over
+    the processes, packed into flat buffers of up to `bucket_bytes` (25 MiB, PyTorch DDP's default), one
+    all-reduce per buffer. With has_aux the step returns ((value, aux), grads) or (grads, aux); aux stays
+    this process's own unless average_aux, which averages its floating-point values too. On one process
+    the step's results come back untouched. `.comm_stats` sums the collectives, bytes and seconds spent.
+
+    >>> import numpy as np, autodiff, nn
+    >>> model = nn.Linear(3, 1)
+    >>> step = data_parallel(autodiff.value_and_grad(lambda x: model(x).sum(), wrt=model.parameters()))
+    >>> loss, grads = step(np.ones((4, 3), "float32"))
+    >>> [tuple(g.shape) for g in grads]
+    [(1, 3), (1,)]
+    """
+    return DataParallel(step, has_aux, average_aux, bucket_bytes)
