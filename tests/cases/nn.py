@@ -146,8 +146,8 @@ CASES = [
            ("nn.layer_norm",), atol=1e-5),
     OpCase("dropout_seeded", lambda x: T.dropout(x, 0.3, seed=7), lambda x: dropout_ref(x, 0.3, 7), [rand(4, 5)],
            ("nn.dropout",)),
-    OpCase("dropout_3d_high_rate", lambda x: T.dropout(x, 0.9, seed=-3), lambda x: dropout_ref(x, 0.9, -3),
-           [rand(2, 3, 4)], ("nn.dropout",)),
+    OpCase("dropout_3d_high_rate", lambda x: T.dropout(x, 0.9, seed=-9), lambda x: dropout_ref(x, 0.9, -9),
+           [rand(2, 3, 4)], ("nn.dropout",)),  # keeps 3 of 24
     OpCase("dropout_p0_identity", lambda x: T.dropout(x, 0.0) * 1.0, lambda x: x, [rand(3, 3)], ("multiply",)),
     OpCase("dropout_eval_identity", lambda x: T.dropout(x, 0.5, training=False) * 1.0, lambda x: x, [rand(3, 3)],
            ("multiply",)),
