@@ -8,6 +8,8 @@ emit the same digits sorted. Training is teacher-forced with the loss on the out
                                                   # about 30 s on 2 CPU cores
     python examples/train_gpt.py --checkpoint     # the same, every block a tracer.checkpoint region
     python examples/train_gpt.py --fast           # a tiny model for a few steps (what CI runs)
+    mpiexec -n 2 python examples/train_gpt.py --distributed   # data-parallel: each process takes every
+                                                  # other sequence of each batch (pip install tracegrad[mpi])
 
 At the end it compiles the other variant (with / without checkpointing) for one step on the same batch
 and reports both executors' peak bytes, and that loss and gradients agree.
@@ -108,6 +110,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="seed for weights and data (default: 0)")
     p.add_argument("--checkpoint", action="store_true", help="make every block a gradient checkpoint region")
     p.add_argument("--fast", action="store_true", help="tiny model, few steps, for CI (no accuracy target)")
+    p.add_argument("--distributed", action="store_true",
+                   help="data-parallel over the processes of `mpiexec -n N` (--batch-size is the total over them)")
     args = p.parse_args(argv)
     fast = args.fast
     for name, normal, small in (("steps", 600, 20), ("d_model", 64, 16), ("heads", 4, 2)):
@@ -118,9 +122,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def main(argv=None) -> float:
+def main(argv=None) -> float | None:
+    """Train and report; the held-out token accuracy (None on ranks other than 0 of a distributed run)."""
     args = parse_args(argv)
-    rng = np.random.default_rng(args.seed)
+    rank, world = 0, 1
+    if args.distributed:
+        nn.distributed.init()
+        rank, world = nn.distributed.rank(), nn.distributed.world_size()
+        if args.batch_size % world:
+            raise SystemExit(f"train_gpt.py: error: --batch-size {args.batch_size} does not split evenly over "
+                             f"{world} processes")
+    log = print if rank == 0 else (lambda *a, **k: None)
+    rng = np.random.default_rng(args.seed)  # the same batches on every process; each takes its rows
     nn.init.manual_seed(args.seed)  # weights
     tracer.manual_seed(args.seed)  # dropout masks
     model = GPT(DIGITS + 1, 2 * args.length, args.d_model, args.heads, args.layers)
@@ -133,27 +146,37 @@ def main(argv=None) -> float:
         return F.cross_entropy(logits.reshape((-1, DIGITS + 1)), y.reshape(-1), ignore_index=IGNORE)
 
     step = autodiff.value_and_grad(loss_fn, wrt=model.parameters())
+    train_step = step
+    if args.distributed:
+        nn.distributed.broadcast_parameters(model)  # every process starts from rank 0's weights
+        train_step = nn.distributed.data_parallel(step)  # loss and gradients averaged over the processes
     x_test, y_test = make_batch(np.random.default_rng(args.seed + 10_000), 64 if args.fast else 1000, args.length)
 
     n_params = sum(p.numpy().size for p in model.parameters())
     mode = "every block checkpointed" if args.checkpoint else "no checkpointing"
-    print(f"gpt: sort {args.length} digits, {args.layers} blocks, d_model {args.d_model}, {args.heads} heads "
-          f"({n_params} parameters), {args.steps} steps of {args.batch_size} sequences, {mode}")
+    if args.distributed:
+        log(f"distributed: {world} processes, {args.batch_size // world} of each batch's {args.batch_size} "
+            "sequences per process")
+    log(f"gpt: sort {args.length} digits, {args.layers} blocks, d_model {args.d_model}, {args.heads} heads "
+        f"({n_params} parameters), {args.steps} steps of {args.batch_size} sequences, {mode}")
     report_every = max(1, args.steps // 10)
     start = t0 = time.perf_counter()
     last_report = 0
     for i in range(1, args.steps + 1):
         x, y = make_batch(rng, args.batch_size, args.length)
-        loss, grads = step(x, y)
+        x, y = x[rank::world], y[rank::world]  # this process's sequences (all of them on one process)
+        loss, grads = train_step(x, y)
         opt.step(grads)
         schedule.step()
-        if i % report_every == 0 or i == args.steps:
+        if rank == 0 and (i % report_every == 0 or i == args.steps):
             # steps since the last report (the last one may be short); the first includes tracing and compiling
             rate = (i - last_report) / (time.perf_counter() - t0)
             acc = token_accuracy(model, x_test, y_test)
-            print(f"step {i:5d}  train loss {loss.item():.4f}  held-out token accuracy {acc:.2%}  {rate:6.1f} steps/s")
+            log(f"step {i:5d}  train loss {loss.item():.4f}  held-out token accuracy {acc:.2%}  {rate:6.1f} steps/s")
             t0, last_report = time.perf_counter(), i
     wall = time.perf_counter() - start
+    if rank != 0:  # the rest evaluates and compares on rank 0 alone
+        return None
 
     solved = generate(model, x_test[:, :args.length])
     want = np.sort(x_test[:, :args.length], axis=1)
@@ -161,6 +184,10 @@ def main(argv=None) -> float:
         print(f"  {' '.join(map(str, d))}  ->  {' '.join(map(str, s))}  {'ok' if (s == np.sort(d)).all() else 'WRONG'}")
     print(f"final held-out token accuracy {acc:.2%}  greedy sequences fully sorted {(solved == want).all(1).mean():.2%}"
           f"  wall time {wall:.1f} s")
+    if args.distributed and world > 1:
+        c = train_step.comm_stats
+        print(f"all-reduce: {c.collectives / c.calls:.0f} per step of {c.bytes / c.calls:,.0f} bytes, "
+              f"{1e3 * c.seconds / c.calls:.3f} ms per step, {c.seconds / wall:.1%} of the wall time")
 
     # The same step with checkpointing toggled, once, on the same batch: the memory it saves, same numbers.
     loss_a, grads_a = step(x, y)
