@@ -28,6 +28,7 @@ from ir import (
     substitute,
 )
 from ir.analysis import checkpoint_interior
+from ir.nodes import mark_derived
 from ir.ops import get_op
 from ir.printer import assign_names
 
@@ -126,7 +127,7 @@ class _AdjointBuilder:
         names = assign_names(fn)  # adjoints are named after the printed forward names: lv1 -> lv1_adjoint
         self.new: dict[Var, Var] = {p: Var(names[p], p.type) for p in fn.params}
         for bd in fn.blocks[0].bindings:
-            var = Var(names[bd.var], bd.var.type)
+            var = Var(names[bd.var], bd.var.type, bd.var.loc)
             self.b.bindings.append(Binding(var, substitute(bd.value, self.new)))
             self.new[bd.var] = var
         self.target = self.new.get(target) if isinstance(target, Var) else None  # None: a constant
@@ -169,11 +170,14 @@ class _AdjointBuilder:
                                                  name=f"{self.target.name}_adjoint"))
         for bd in reversed(self.forward):
             if bd.var in self.needed and bd.var in self.adj:
+                start = len(b.bindings)
                 self._backward(bd)
+                mark_derived(b.bindings[start:], bd.var, "gradient")  # they point at the line they differentiate
         grads = []
         for v in self.require:
             g = self._materialize(self.new[v]) if self.new[v] in self.adj else None
             grads.append(g if g is not None else b.zeros(v.type, name=f"{v.name}_adjoint"))
+        mark_derived(b.bindings[len(self.forward):], self.target, "gradient")  # the seed and the zeros
         body = Tuple([substitute(self.fn.body, self.new), Tuple(grads)])
         params = [self.new[p] for p in self.fn.params]
         return Function(params, [ir.Block(b.bindings)], body)
@@ -285,6 +289,7 @@ class _AdjointBuilder:
             value = self.defs[var]
             mapping = {u: self._recompute(u) for u in free_vars(value) if u in self.interior}
             hit = self.b.emit(substitute(value, mapping), name=var.name)
+            mark_derived(self.b.bindings[-1:], var, "recompute")
             self.recomputed[var] = hit
         return hit
 

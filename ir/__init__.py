@@ -1,7 +1,9 @@
 """tracegrad's IR: typed SSA bindings in one dataflow block, printed and parsed as TVMScript."""
 from . import ops, transform
 from .builder import Builder, as_expr, const
+from .dot import render, to_dot
 from .executor import Executor, Stats
+from .memory import MemoryProfile, memory_profile
 from .nodes import (
                     Binding,
                     Block,
@@ -10,6 +12,7 @@ from .nodes import (
                     Expr,
                     Function,
                     IRModule,
+                    Source,
                     Tuple,
                     TupleGetItem,
                     Var,
@@ -25,7 +28,8 @@ from .verifier import verify
 
 __all__ = [
     "Binding", "Block", "Builder", "Call", "Constant", "DTYPES", "Executor", "Expr", "FLOAT_DTYPES",
-    "Function", "IRError", "IRModule", "OPS", "Stats", "TensorType", "Tuple", "TupleGetItem", "TupleType",
-    "Type", "Var", "as_expr", "const", "free_vars", "get_op", "make_call", "ops", "parse", "print_function",
-    "print_module", "structural_equal", "substitute", "transform", "verify",
+    "Function", "IRError", "IRModule", "MemoryProfile", "OPS", "Source", "Stats", "TensorType", "Tuple",
+    "TupleGetItem", "TupleType", "Type", "Var", "as_expr", "const", "free_vars", "get_op", "make_call",
+    "memory_profile", "ops", "parse", "print_function", "print_module", "render", "structural_equal",
+    "substitute", "to_dot", "transform", "verify",
 ]

@@ -11,6 +11,9 @@ from .types import TensorType, Type
 class Builder:
     """Appends typed SSA bindings to one dataflow block.
 
+    `locate`, when given, is called for every emitted binding, and the `ir.Source` it returns is
+    stored on the new var (the tracer passes one that finds the user's line).
+
     >>> from ir import Builder, TensorType, Var
     >>> x = Var("x", TensorType((2, 3)))
     >>> b = Builder()
@@ -19,11 +22,12 @@ class Builder:
     TensorType(shape=(), dtype='float32')
     """
 
-    def __init__(self):
+    def __init__(self, locate=None):
         self.bindings: list[Binding] = []
+        self.locate = locate  # () -> Source | None: where each emitted binding comes from (the tracer's hook)
 
     def emit(self, value: Expr, name: str = "lv") -> Var:
-        var = Var(name, value.type)
+        var = Var(name, value.type, self.locate() if self.locate is not None else None)
         self.bindings.append(Binding(var, value))
         return var
 

@@ -91,6 +91,9 @@ class CompiledFunction:
     def __init__(self, fn: Function, name: str, xp, stats: Stats, check_types: bool = False):
         self.name, self.xp, self.stats, self.fn = name, xp, stats, fn
         self.check_types = check_types
+        # observer(values, mem): called once the arguments are held, then after each instruction's result
+        # is held (before its frees); ir.memory_profile sets it, so ordinary calls pay one None check.
+        self.observer = None
         self.bound_var: dict[int, Var] = {}  # output slot -> the var a binding defines there
         bindings = fn.bindings
         self.params = fn.params
@@ -200,6 +203,9 @@ class CompiledFunction:
         for s, c in self.constants:
             values[s] = c
             mem.hold(c)
+        observe = self.observer
+        if observe is not None:
+            observe(values, mem)
         for s in self.dead_params:
             mem.drop(values[s])
             values[s] = None
@@ -219,6 +225,8 @@ class CompiledFunction:
             if self.check_types and out in self.bound_var:
                 _check_result(self.bound_var[out], r, self.name)
             mem.hold(r)
+            if observe is not None:
+                observe(values, mem)
             for s in frees:
                 mem.drop(values[s])
                 values[s] = None

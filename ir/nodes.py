@@ -5,7 +5,8 @@ passes can create vars freely and golden text stays stable.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import os
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,12 +20,45 @@ class Expr:
     type: Type
 
 
-class Var(Expr):
-    __slots__ = ("name", "type")
+@dataclass(frozen=True)
+class Source:
+    """Where a binding comes from: the user's file and line that made it, and its role.
 
-    def __init__(self, name: str, type: Type):
+    role is "forward" (a value the user's code computes), "gradient" (a backward value; file and
+    line are those of the forward binding it differentiates) or "recompute" (a checkpointed forward
+    value computed again for the backward pass). Locations are metadata: structural equality and the
+    plain text form ignore them.
+
+    >>> str(Source("/home/me/model.py", 23))
+    'model.py:23'
+    """
+
+    file: str | None = None
+    line: int | None = None
+    role: str = "forward"
+
+    @property
+    def where(self) -> str:
+        """The file's base name and the line: 'model.py:23' ('?' when unknown)."""
+        return f"{os.path.basename(self.file)}:{self.line}" if self.file else "?"
+
+    def __str__(self) -> str:
+        return self.where if self.role == "forward" else f"{self.where} ({self.role})"
+
+
+class Var(Expr):
+    """A value; `loc` is the Source of the binding that defines it (None when unknown).
+
+    The location lives on the var, not the Binding object, so every pass that rebuilds a binding
+    around the same var (simplify, CSE, marker insertion) keeps it without knowing about it.
+    """
+
+    __slots__ = ("name", "type", "loc")
+
+    def __init__(self, name: str, type: Type, loc: Source | None = None):
         self.name = name
         self.type = type
+        self.loc = loc
 
     def __repr__(self) -> str:
         return f"Var({self.name}: {self.type})"
@@ -84,6 +118,27 @@ class Binding:
     var: Var
     value: Expr
 
+    @property
+    def loc(self) -> Source | None:
+        """The Source of this binding (stored on its var)."""
+        return self.var.loc
+
+
+def role_of(var: Var) -> str:
+    """The role of the binding defining var: "forward" (also when it has no Source), "gradient" or "recompute"."""
+    return var.loc.role if var.loc is not None else "forward"
+
+
+def mark_derived(bindings: Iterable[Binding], origin: Var | None, role: str) -> None:
+    """Give every binding without a Source the location of `origin` under `role`: a pass that emits
+    bindings on behalf of a forward binding (its gradient, its recomputation) points them at that
+    binding's user line."""
+    loc = origin.loc if origin is not None else None
+    source = Source(loc.file if loc else None, loc.line if loc else None, role)
+    for b in bindings:
+        if b.var.loc is None:
+            b.var.loc = source
+
 
 @dataclass
 class Block:
@@ -133,6 +188,13 @@ class IRModule(Mapping):
 
     def with_function(self, name: str, fn: Function) -> IRModule:
         return IRModule({**self._functions, name: fn})
+
+    def script(self, show_source: bool = False) -> str:
+        """The TVMScript text (as str(mod)); show_source=True ends each binding with a
+        `# file.py:LINE` comment naming the user line it comes from (the parser ignores comments)."""
+        from .printer import print_module
+
+        return print_module(self, show_source=show_source)
 
     def __str__(self) -> str:
         from .printer import print_module

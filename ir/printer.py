@@ -13,13 +13,14 @@ from .types import Type, shape_str
 INDENT = "    "
 
 
-def print_module(mod: IRModule) -> str:
+def print_module(mod: IRModule, show_source: bool = False) -> str:
+    """The module's text; show_source=True ends each binding with `# file.py:LINE` (see `ir.Source`)."""
     lines = ["# from tvm.script import ir as I", "# from tvm.script import relax as R", "",
              "@I.ir_module", "class Module:"]
     for i, (name, fn) in enumerate(mod.items()):
         if i:
             lines.append("")
-        lines.extend(INDENT + line for line in print_function(fn, name).splitlines())
+        lines.extend(INDENT + line for line in print_function(fn, name, show_source).splitlines())
     return "\n".join(lines) + "\n"
 
 
@@ -66,21 +67,22 @@ def assign_names(fn: Function) -> dict[Var, str]:
     return namer.names
 
 
-def print_function(fn: Function, name: str) -> str:
+def print_function(fn: Function, name: str, show_source: bool = False) -> str:
     namer = _Namer()
     params = ", ".join(f"{namer.bind(p)}: {print_type(p.type)}" for p in fn.params)
     out = ["@R.function", f"def {name}({params}) -> {print_type(fn.ret_type)}:"]
     for block in fn.blocks:
-        out.extend(INDENT + line for line in _print_block(block, namer, fn.body))
+        out.extend(INDENT + line for line in _print_block(block, namer, fn.body, show_source))
     out.append(f"{INDENT}return {print_expr(fn.body, namer)}")
     return "\n".join(out)
 
 
-def _print_block(block: Block, namer: _Namer, body: Expr) -> list[str]:
+def _print_block(block: Block, namer: _Namer, body: Expr, show_source: bool = False) -> list[str]:
     lines = []
     for b in block.bindings:
         value = print_expr(b.value, namer)
-        lines.append(f"{namer.bind(b.var)}: {print_type(b.var.type)} = {value}")
+        source = f"  # {b.var.loc}" if show_source and b.var.loc is not None else ""
+        lines.append(f"{namer.bind(b.var)}: {print_type(b.var.type)} = {value}{source}")
     if not block.is_dataflow:
         return lines
     mine = {b.var for b in block.bindings}

@@ -11,6 +11,7 @@ import numpy as np
 import ir
 from ir import Binding, Builder, IRModule, TensorType, Var, free_vars, make_call, substitute
 
+from .source import user_source
 from .tensor import Tensor, TraceError, dtype_name, pop_trace, push_trace
 
 
@@ -34,7 +35,7 @@ def spec(shape, dtype: str = "float32") -> Spec:
 
 class TraceContext:
     def __init__(self):
-        self.builder = Builder()
+        self.builder = Builder(locate=user_source)  # each binding records the user's line
         self.captured: dict[int, tuple[Tensor, Var]] = {}
         self.regions: list[tuple[int, int]] = []
         self.guards: list[tuple[object, object]] = []
