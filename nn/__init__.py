@@ -1,12 +1,14 @@
-"""Models as Python classes: Module, Parameter, layers, functional, init, optim, saving, data."""
+"""Models as Python classes: Module, Parameter, layers, losses, functional, init, optim, saving, data."""
 from . import data, distributed, functional, init, optim
+from .activations import ELU, GELU, LeakyReLU, LogSoftmax, Mish, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
 from .attention import MultiheadAttention
 from .checkpoint import checkpoint_sequential
 from .layers import (
-    GELU,
     AvgPool2d,
+    Conv1d,
     Conv2d,
     Dropout,
+    Dropout2d,
     Embedding,
     Flatten,
     Identity,
@@ -14,18 +16,32 @@ from .layers import (
     Linear,
     MaxPool2d,
     ModuleList,
-    ReLU,
     Sequential,
-    Sigmoid,
-    SiLU,
-    Tanh,
+    Unflatten,
+)
+from .losses import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
 )
 from .module import Module, Parameter, StateDictError
+from .norm import BatchNorm1d, BatchNorm2d, GroupNorm
 from .serialization import load, save
 
 __all__ = [
-    "GELU", "AvgPool2d", "Conv2d", "Dropout", "Embedding", "Flatten", "LayerNorm", "Linear", "MaxPool2d",
-    "Identity", "Module", "ModuleList", "MultiheadAttention", "Parameter", "ReLU", "Sequential", "SiLU", "Sigmoid",
-    "StateDictError", "Tanh",
+    "ELU", "GELU", "LeakyReLU", "LogSoftmax", "Mish", "ReLU", "SiLU", "Sigmoid", "Softmax", "Softplus", "Tanh",
+    "MultiheadAttention",
+    "AvgPool2d", "Conv1d", "Conv2d", "Dropout", "Dropout2d", "Embedding", "Flatten", "Identity", "LayerNorm", "Linear",
+    "MaxPool2d", "ModuleList", "Sequential", "Unflatten",
+    "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss",
+    "SmoothL1Loss",
+    "BatchNorm1d", "BatchNorm2d", "GroupNorm",
+    "Module", "Parameter", "StateDictError",
     "checkpoint_sequential", "data", "distributed", "functional", "init", "load", "optim", "save",
 ]

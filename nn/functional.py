@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 import tracer
-from tracer import Tensor, gelu, relu, sigmoid, tanh  # noqa: F401  (re-exported as F.relu, ...)
+from tracer import Tensor, gelu, relu, sigmoid, silu, tanh  # noqa: F401  (re-exported as F.relu, ...)
+
+from .activations import elu, leaky_relu, mish, softplus  # noqa: F401  (re-exported as F.elu, ...)
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -50,33 +52,94 @@ def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     return tracer.layer_norm(_tensor(x), weight, bias, eps=eps)
 
 
-def nll_loss(logp, targets, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
-    """Negative log-likelihood of integer targets under log-probabilities `logp` (N, C)."""
+def nll_loss(logp, targets, ignore_index: int = -100, reduction: str = "mean", weight=None) -> Tensor:
+    """Negative log-likelihood of integer targets under log-probabilities `logp` (N, C, d1, ...) or (C,).
+
+    `weight` (C,) scales each target's loss by its class's weight, and reduction "mean" then divides by the
+    summed weights of the targets that are not ignore_index, as torch's.
+    """
     _check_reduction(reduction)
-    return tracer.nll_loss(_tensor(logp), _tensor(targets), reduction=reduction, ignore_index=ignore_index)
+    logp = _tensor(logp)
+    if weight is None:
+        return tracer.nll_loss(logp, _tensor(targets), reduction=reduction, ignore_index=ignore_index)
+    losses, weights = _weighted_nll(logp, _tensor(targets), _tensor(weight), ignore_index)
+    return tracer.sum(losses) / tracer.sum(weights) if reduction == "mean" else _reduce(losses, reduction)
 
 
-def cross_entropy(logits, labels, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
+def _class_axis(logp: Tensor) -> int:
+    return 1 if logp.ndim > 2 else -1  # torch's class axis: 1, or the last (only) one for (N, C) and (C,)
+
+
+def _along_classes(t: Tensor, logp: Tensor) -> Tensor:
+    """(..., C) class-last `t` laid out as logp's classes: (N, d1, ..., C) -> (N, C, d1, ...)."""
+    if logp.ndim <= 2:
+        return t
+    last = t.ndim - 1
+    return tracer.permute_dims(t, [0, last] + list(range(1, last)))
+
+
+def _weighted_nll(logp: Tensor, targets: Tensor, weight: Tensor, ignore_index: int) -> tuple[Tensor, Tensor]:
+    """Per-target losses -weight[t] * logp[t] and the weights weight[t] (0 where ignored), by one-hot rows."""
+    axis, classes = _class_axis(logp), logp.shape[_class_axis(logp)]
+    if weight.shape != (classes,):
+        raise ValueError(f"nll_loss: weight must have shape ({classes},), one per class, got {weight.shape}")
+    valid = targets != ignore_index
+    rows = one_hot(tracer.where(valid, targets, 0), classes, logp.dtype) * tracer.expand_dims(
+        tracer.astype(valid, logp.dtype), -1)
+    rows = _along_classes(rows, logp) * _per_class(weight, logp)
+    return -tracer.sum(rows * logp, axis=axis), tracer.sum(rows, axis=axis)
+
+
+def _per_class(weight: Tensor, logp: Tensor) -> Tensor:
+    """weight (C,) shaped to broadcast along logp's class axis."""
+    return weight if logp.ndim <= 2 else tracer.reshape(weight, (1, weight.shape[0]) + (1,) * (logp.ndim - 2))
+
+
+def cross_entropy(logits, labels, ignore_index: int = -100, reduction: str = "mean", weight=None,
+                  label_smoothing: float = 0.0) -> Tensor:
     """Softmax cross-entropy in torch's layout: logits (N, C, d1, ...) or (C,), with integer labels
     (N, d1, ...) or (), or class probabilities shaped like the logits. The class axis is 1 (0 for (C,)).
 
-    With integer labels this is nll_loss(log_softmax(logits, axis=1), labels), as torch's; with probabilities
-    it is -sum(labels * log_softmax(logits, axis=1), axis=1), reduced (ignore_index does not apply).
-    torch's `weight` and `label_smoothing` arguments are not supported (passing them is a TypeError); for
-    label smoothing, pass probabilities: (1 - eps) * one_hot(labels, C) + eps / C.
+    With integer labels this is nll_loss(log_softmax(logits, axis=1), labels, weight=weight), as torch's; with
+    probabilities it is -sum(weight * labels * log_softmax(logits, axis=1), axis=1), reduced (ignore_index
+    does not apply). label_smoothing=eps mixes in the uniform distribution as torch does:
+    (1 - eps) * loss + eps / C * (the loss against every class, weighted).
+
+    >>> import numpy as np, tracer
+    >>> logits = tracer.tensor([[2.0, 0.0, 0.0]])
+    >>> round(cross_entropy(logits, np.array([0]), label_smoothing=0.3).item(), 4)
+    0.6395
     """
     _check_reduction(reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     logits = _tensor(logits)
-    axis = 1 if logits.ndim > 2 else -1  # torch's class axis, the one nll_loss picks from (-1 when last)
+    axis = _class_axis(logits)
     logp = log_softmax(logits, axis=axis)
     labels = _tensor(labels)
+    weight = None if weight is None else _tensor(weight)
+    classes = logp.shape[axis]
     if labels.dtype not in ("int32", "int64"):
         if labels.shape != logp.shape:
             raise ValueError(f"cross_entropy: float labels must be class probabilities shaped like the logits "
                              f"{logp.shape}, got {labels.shape}; integer class labels must be int32 or int64")
-        losses = -tracer.sum(logp * labels, axis=axis)
-        return _reduce(losses, reduction)
-    return nll_loss(logp, labels, ignore_index=ignore_index, reduction=reduction)
+        if label_smoothing:
+            labels = labels * (1.0 - label_smoothing) + label_smoothing / classes
+        terms = logp * labels if weight is None else logp * labels * _per_class(weight, logp)
+        return _reduce(-tracer.sum(terms, axis=axis), reduction)
+    if not label_smoothing:
+        return nll_loss(logp, labels, ignore_index=ignore_index, reduction=reduction, weight=weight)
+    # torch's cross_entropy_loss_label_smoothing: the nll part, plus the loss against every class
+    nll = nll_loss(logp, labels, ignore_index=ignore_index, reduction=reduction, weight=weight)
+    valid = tracer.astype(labels != ignore_index, logp.dtype)
+    every = -tracer.sum(logp if weight is None else logp * _per_class(weight, logp), axis=axis) * valid
+    if reduction == "mean":
+        divisor = tracer.sum(valid) if weight is None else tracer.sum(_weighted_nll(logp, labels, weight,
+                                                                                    ignore_index)[1])
+        smooth = tracer.sum(every) / divisor
+    else:
+        smooth = _reduce(every, reduction)
+    return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / classes)
 
 
 def logsigmoid(x) -> Tensor:
@@ -119,6 +182,58 @@ def mse_loss(pred, target, reduction: str = "mean") -> Tensor:
     return _reduce(diff * diff, reduction)
 
 
+def l1_loss(pred, target, reduction: str = "mean") -> Tensor:
+    """Mean (or summed, or elementwise) absolute error."""
+    _check_reduction(reduction)
+    return _reduce(tracer.abs(_tensor(pred) - target), reduction)
+
+
+def smooth_l1_loss(pred, target, reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    """0.5 * d**2 / beta where |d| < beta, else |d| - 0.5 * beta (d = pred - target), as torch's."""
+    _check_reduction(reduction)
+    d = tracer.abs(_tensor(pred) - target)
+    if beta == 0.0:
+        return _reduce(d, reduction)
+    return _reduce(tracer.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
+
+
+def huber_loss(pred, target, reduction: str = "mean", delta: float = 1.0) -> Tensor:
+    """0.5 * d**2 where |d| <= delta, else delta * (|d| - 0.5 * delta), as torch's (smooth_l1 times delta)."""
+    _check_reduction(reduction)
+    d = tracer.abs(_tensor(pred) - target)
+    return _reduce(tracer.where(d <= delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction)
+
+
+def binary_cross_entropy(probs, target, weight=None, reduction: str = "mean") -> Tensor:
+    """-weight * (target * log(probs) + (1 - target) * log(1 - probs)), each log clamped at -100 as torch's.
+    Prefer binary_cross_entropy_with_logits, which is stable for every logit."""
+    _check_reduction(reduction)
+    probs, target = _tensor(probs), _tensor(target)
+    if probs.shape != target.shape:
+        raise ValueError(f"binary_cross_entropy: target of shape {target.shape} must have the shape of input "
+                         f"{probs.shape}")
+    log_p = tracer.maximum(tracer.log(probs), -100.0)
+    log_q = tracer.maximum(tracer.log(1.0 - probs), -100.0)
+    losses = -(target * log_p + (1.0 - target) * log_q)
+    return _reduce(losses if weight is None else losses * weight, reduction)
+
+
+def kl_div(input, target, reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """Pointwise KL divergence target * (log(target) - input) of log-probabilities `input`, as torch's (0 where
+    target is 0); reduction "batchmean" divides the sum by the batch size, the mathematically right mean."""
+    if reduction not in _REDUCTIONS + ("batchmean",):
+        raise ValueError(f"reduction must be one of {_REDUCTIONS + ('batchmean',)}, got {reduction!r}")
+    input, target = _tensor(input), _tensor(target)
+    if log_target:
+        losses = tracer.exp(target) * (target - input)
+    else:
+        positive = target > 0
+        losses = tracer.where(positive, target * tracer.log(tracer.where(positive, target, 1.0)), 0.0) - target * input
+    if reduction == "batchmean":
+        return tracer.sum(losses) / (input.shape[0] if input.ndim else 1)
+    return _reduce(losses, reduction)
+
+
 def _reduce(losses: Tensor, reduction: str) -> Tensor:
     if reduction == "mean":
         return tracer.mean(losses)
@@ -146,6 +261,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0) -> Tensor:
     return tracer.avg_pool2d(_tensor(x), kernel_size, stride=stride, padding=padding)
 
 
-__all__ = ["avg_pool2d", "binary_cross_entropy_with_logits", "conv2d", "cross_entropy", "dropout", "gelu",
-           "layer_norm", "linear", "log_softmax", "logsigmoid", "max_pool2d", "mse_loss", "nll_loss", "one_hot",
-           "relu", "sigmoid", "softmax", "tanh"]
+__all__ = ["avg_pool2d", "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv2d", "cross_entropy",
+           "dropout", "elu", "gelu", "huber_loss", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear",
+           "log_softmax", "logsigmoid", "max_pool2d", "mish", "mse_loss", "nll_loss", "one_hot", "relu", "sigmoid",
+           "silu", "smooth_l1_loss", "softmax", "softplus", "tanh"]

@@ -9,7 +9,7 @@ import tracer
 
 from . import functional as F
 from . import init
-from .module import Module, Parameter
+from .module import Module, Parameter, check_input
 
 
 def _pair(layer: str, argument: str, v, low: int) -> tuple[int, int]:
@@ -41,39 +41,107 @@ class Linear(Module):
         _default_init(self.weight, self.bias, in_features)
 
     def forward(self, x):
-        return F.linear(x, self.weight, self.bias)
+        return F.linear(check_input(self, x, self.weight.dtype), self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-class Conv2d(Module):
-    """2-D convolution over NCHW input, weight (out_channels, in_channels // groups, kh, kw)."""
+def _same_padding(layer: str, padding, kernel: tuple[int, ...], stride: tuple[int, ...],
+                  dilation: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """(before, after) padding per spatial axis: numbers as given, "valid" none, "same" as torch (the odd
+    extra on the after side), which torch allows only with stride 1."""
+    if padding == "valid":
+        return tuple((0, 0) for _ in kernel)
+    if padding == "same":
+        if any(s != 1 for s in stride):
+            raise ValueError(f"{layer}: padding='same' is not supported for strided convolutions (stride {stride})")
+        totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
+        return tuple((t // 2, t - t // 2) for t in totals)
+    raise ValueError(f"{layer}: padding must be an int, a tuple of ints, 'same' or 'valid', got {padding!r}")
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
-                 groups: int = 1, bias: bool = True, dtype: str = "float32"):
+
+class _ConvNd(Module):
+    """Shared by Conv1d and Conv2d: argument checks, torch's weight layout and initialisation."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, dtype,
+                 spatial: int):
         super().__init__()
-        for name, value in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
+        name = type(self).__name__
+        for arg, value in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
             if not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"Conv2d: {name} must be a positive int, got {value!r}")
+                raise ValueError(f"{name}: {arg} must be a positive int, got {value!r}")
         if in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) must both "
+            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must both "
                              f"be divisible by groups ({groups})")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        # padding is numbers only: torch's "same" / "valid" strings are not supported
-        self.kernel_size = _pair("Conv2d", "kernel_size", kernel_size, 1)
-        self.stride, self.dilation = _pair("Conv2d", "stride", stride, 1), _pair("Conv2d", "dilation", dilation, 1)
-        self.padding = _pair("Conv2d", "padding", padding, 0)
+        ints = _pair if spatial == 2 else _single
+        self.kernel_size = ints(name, "kernel_size", kernel_size, 1)
+        self.stride, self.dilation = ints(name, "stride", stride, 1), ints(name, "dilation", dilation, 1)
+        if isinstance(padding, str):
+            self.padding = padding
+            self._pads = _same_padding(name, padding, self.kernel_size, self.stride, self.dilation)
+        else:
+            self.padding = ints(name, "padding", padding, 0)
+            self._pads = tuple((p, p) for p in self.padding)
         self.weight = Parameter(np.empty((out_channels, in_channels // groups, *self.kernel_size), dtype))
         self.bias = Parameter(np.empty((out_channels,), dtype)) if bias else None
         _default_init(self.weight, self.bias, init.fan_in_and_fan_out(self.weight.shape)[0])
 
-    def forward(self, x):
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
                 f"padding={self.padding}")
+
+
+def _single(layer: str, argument: str, v, low: int) -> tuple[int]:
+    """An int (or a 1-tuple of one) >= low, as a 1-tuple; a ValueError naming the layer and argument otherwise."""
+    value = v[0] if isinstance(v, (tuple, list)) and len(v) == 1 else v
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{layer}: {argument} must be an int >= {low}, got {v!r}")
+    return (int(value),)
+
+
+class Conv2d(_ConvNd):
+    """2-D convolution over NCHW input, weight (out_channels, in_channels // groups, kh, kw); padding is an
+    int, a pair, "valid" or "same" (stride 1), as torch.
+
+    >>> Conv2d(1, 4, 3, padding="same")(np.zeros((2, 1, 8, 8), "float32")).shape
+    (2, 4, 8, 8)
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
+                 groups: int = 1, bias: bool = True, dtype: str = "float32"):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, dtype, 2)
+
+    def forward(self, x):
+        x = check_input(self, x, self.weight.dtype)
+        (top, bottom), (left, right) = self._pads
+        return F.conv2d(x, self.weight, self.bias, self.stride, (top, left, bottom, right), self.dilation,
+                        self.groups)
+
+
+class Conv1d(_ConvNd):
+    """1-D convolution over (N, C, L) input, weight (out_channels, in_channels // groups, k), as torch's;
+    computed as a 2-D convolution of height 1.
+
+    >>> Conv1d(2, 3, 5, padding="same")(np.zeros((4, 2, 10), "float32")).shape
+    (4, 3, 10)
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
+                 groups: int = 1, bias: bool = True, dtype: str = "float32"):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, dtype, 1)
+
+    def forward(self, x):
+        x = check_input(self, x, self.weight.dtype)
+        if x.ndim != 3:
+            raise ValueError(f"Conv1d: expected input (N, C, L), got shape {x.shape}")
+        n, c, length = x.shape
+        ((left, right),) = self._pads
+        w = self.weight
+        y = F.conv2d(tracer.reshape(x, (n, c, 1, length)), tracer.reshape(w, (w.shape[0], w.shape[1], 1, w.shape[2])),
+                     self.bias, (1, self.stride[0]), (0, left, 0, right), (1, self.dilation[0]), self.groups)
+        return tracer.reshape(y, (n, y.shape[1], y.shape[3]))
 
 
 class MaxPool2d(Module):
@@ -127,26 +195,42 @@ class Embedding(Module):
 
 
 class LayerNorm(Module):
-    """Normalise over the last axis of size `dim`, then scale by weight (ones) and shift by bias (zeros)."""
+    """Normalize over the last len(normalized_shape) axes, then scale by weight (ones) and shift by bias
+    (zeros), as torch.nn.LayerNorm; elementwise_affine=False has neither, bias=False no shift.
 
-    def __init__(self, dim: int, eps: float = 1e-5, dtype: str = "float32"):
+    >>> LayerNorm(4, elementwise_affine=False)(np.arange(8, dtype="float32").reshape(2, 4)).shape
+    (2, 4)
+    """
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
+                 dtype: str = "float32"):
         super().__init__()
-        if isinstance(dim, (tuple, list)):  # torch's normalized_shape: only a single (last) axis here
-            if len(dim) != 1:
-                raise ValueError(f"LayerNorm: normalises over the last axis only, got normalized_shape {tuple(dim)}; "
-                                 "reshape so the axes to normalise are one last axis")
-            (dim,) = dim
-        self.dim, self.eps = dim, eps
-        self.weight = Parameter(np.ones((dim,), dtype))
-        self.bias = Parameter(np.zeros((dim,), dtype))
+        shape = tuple(normalized_shape) if isinstance(normalized_shape, (tuple, list)) else (normalized_shape,)
+        if not shape or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0 for d in shape):
+            raise ValueError(f"LayerNorm: normalized_shape must be a positive int or a tuple of them, "
+                             f"got {normalized_shape!r}")
+        self.normalized_shape, self.eps, self.elementwise_affine = tuple(int(d) for d in shape), eps, elementwise_affine
+        self.dim = math.prod(self.normalized_shape)
+        self.weight = Parameter(np.ones(self.normalized_shape, dtype)) if elementwise_affine else None
+        self.bias = Parameter(np.zeros(self.normalized_shape, dtype)) if elementwise_affine and bias else None
+        self._dtype = dtype
 
     def forward(self, x):
-        if not x.shape or x.shape[-1] != self.dim:
-            raise ValueError(f"{self!r}: expected the last axis of x to have size {self.dim}, got x of shape {x.shape}")
-        return F.layer_norm(x, self.weight, self.bias, eps=self.eps)
+        x = check_input(self, x, self._dtype)
+        k = len(self.normalized_shape)
+        if x.shape[x.ndim - k:] != self.normalized_shape or x.ndim < k:
+            raise ValueError(f"{self!r}: expected the last axes of x to be {self.normalized_shape}, got x of shape "
+                             f"{x.shape}")
+        if k == 1:
+            return F.layer_norm(x, self.weight, self.bias, eps=self.eps)
+        y = F.layer_norm(tracer.reshape(x, x.shape[:x.ndim - k] + (self.dim,)), eps=self.eps)
+        y = tracer.reshape(y, x.shape)
+        if self.weight is not None:
+            y = y * self.weight
+        return y if self.bias is None else y + self.bias
 
     def extra_repr(self) -> str:
-        return f"{self.dim}, eps={self.eps}"
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
 class Dropout(Module):
@@ -165,33 +249,23 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
-class ReLU(Module):
+class Dropout2d(Dropout):
+    """Zero whole channels of (N, C, H, W) or (N, C, L) input with probability p while training (one draw per
+    sample and channel), scaling the rest by 1 / (1 - p); identity after eval().
+
+    >>> y = Dropout2d(0.5)(np.ones((2, 8, 3, 3), "float32")).numpy()
+    >>> bool(((y == 0) | (y == 2)).all()) and bool((y.min(axis=(2, 3)) == y.max(axis=(2, 3))).all())
+    True
+    """
+
     def forward(self, x):
-        return F.relu(x)
-
-
-class GELU(Module):
-    def __init__(self, approximate: str = "none"):
-        super().__init__()
-        self.approximate = approximate
-
-    def forward(self, x):
-        return F.gelu(x, approximate=self.approximate)
-
-
-class Tanh(Module):
-    def forward(self, x):
-        return F.tanh(x)
-
-
-class Sigmoid(Module):
-    def forward(self, x):
-        return tracer.sigmoid(x)
-
-
-class SiLU(Module):
-    def forward(self, x):
-        return tracer.silu(x)
+        x = x if isinstance(x, tracer.Tensor) else tracer.tensor(x)
+        if x.ndim < 3:
+            raise ValueError(f"Dropout2d: expected input (N, C, H, W) or (N, C, L), got shape {x.shape}")
+        if not self.training or self.p == 0.0:
+            return x
+        mask = F.dropout(tracer.ones(x.shape[:2] + (1,) * (x.ndim - 2), x.dtype), self.p, training=True, seed=None)
+        return x * mask
 
 
 class Identity(Module):
@@ -220,6 +294,25 @@ class Flatten(Module):
                              f"shape {shape}")
         # the size is spelled out, not -1, so an empty batch (0, ...) flattens as well
         return tracer.reshape(x, shape[:start] + (math.prod(shape[start:end + 1]),) + shape[end + 1:])
+
+
+class Unflatten(Module):
+    """Split axis `dim` into `unflattened_size` (one entry may be -1), as torch.nn.Unflatten.
+
+    >>> Unflatten(1, (2, 4))(np.zeros((3, 8), "float32")).shape
+    (3, 2, 4)
+    """
+
+    def __init__(self, dim: int, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, x):
+        x = x if isinstance(x, tracer.Tensor) else tracer.tensor(x)
+        if not -x.ndim <= self.dim < x.ndim:
+            raise ValueError(f"Unflatten: dim {self.dim} is not an axis of x of shape {x.shape}")
+        d = self.dim % x.ndim
+        return tracer.reshape(x, x.shape[:d] + self.unflattened_size + x.shape[d + 1:])
 
 
 class Sequential(Module):
@@ -256,8 +349,8 @@ class Sequential(Module):
         return x
 
 
-__all__ = ["AvgPool2d", "Conv2d", "Dropout", "Embedding", "Flatten", "GELU", "LayerNorm", "Linear", "MaxPool2d",
-           "ReLU", "Sequential", "Tanh"]
+__all__ = ["AvgPool2d", "Conv1d", "Conv2d", "Dropout", "Dropout2d", "Embedding", "Flatten", "Identity", "LayerNorm",
+           "Linear", "MaxPool2d", "ModuleList", "Sequential", "Unflatten"]
 
 
 class ModuleList(Sequential):

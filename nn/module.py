@@ -22,9 +22,9 @@ class Parameter(Tensor):
     ((2, 3), 'float32')
     """
 
-    __slots__ = ()
+    __slots__ = ("requires_grad",)
 
-    def __init__(self, data, dtype=None):
+    def __init__(self, data, dtype=None, requires_grad: bool = True):
         if isinstance(data, Tensor):
             data = data.numpy()
         arr = np.array(data, dtype=dtype, copy=True)  # own the memory: updates happen in place
@@ -33,6 +33,12 @@ class Parameter(Tensor):
         super().__init__(np.ascontiguousarray(arr))
         # a Parameter made inside a trace is still a weight (captured), never a baked-in constant
         self._in_trace = False
+        self.requires_grad = bool(requires_grad)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Parameter:
+        """Freeze (False) or unfreeze the parameter: optimizers leave a frozen parameter alone, as in torch."""
+        self.requires_grad = bool(requires_grad)
+        return self
 
     def __repr__(self) -> str:
         return "Parameter" + super().__repr__()[len("Tensor"):]
@@ -69,6 +75,8 @@ class Module:
     def __init__(self):
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "_buffers", {})
+        object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_training", True)
 
     def __setattr__(self, name: str, value) -> None:
@@ -81,6 +89,13 @@ class Module:
         if value is not None and name in self._modules and not isinstance(value, (Module, Parameter)):
             raise TypeError(f"{type(self).__name__}: cannot assign a {type(value).__name__} as child module "
                             f"{name!r} (nn.Module or None expected)")
+        if name in self._buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"{type(self).__name__}: cannot assign a {type(value).__name__} as buffer {name!r} "
+                                "(a Tensor or None expected)")
+            self._buffers[name] = value
+            object.__setattr__(self, name, value)
+            return
         # reassigning a registered name keeps its place in the order, as torch's dict update does
         if not isinstance(value, Parameter):
             self._parameters.pop(name, None)
@@ -98,6 +113,8 @@ class Module:
     def __delattr__(self, name: str) -> None:
         self._parameters.pop(name, None)
         self._modules.pop(name, None)
+        self._buffers.pop(name, None)
+        self._non_persistent.discard(name)
         object.__delattr__(self, name)
 
     def forward(self, *args, **kwargs):
@@ -167,21 +184,25 @@ class Module:
         return self.train(False)
 
     # ------------------------------------------------------------ state
-    def _state_items(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
-        """Every (dotted name, Parameter) path, a shared parameter once per name, as torch's state_dict."""
+    def _state_items(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        """Every (dotted name, Parameter or persistent buffer) path, in torch's state_dict order: a module's
+        parameters, then its buffers, then each child's; a shared parameter once per name."""
         for n, p in self._parameters.items():
             yield prefix + n, p
+        for n, b in self._buffers.items():
+            if b is not None and n not in self._non_persistent:
+                yield prefix + n, b
         for n, m in self._modules.items():
             yield from m._state_items(f"{prefix}{n}.")
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        """Dotted parameter name -> a copy of its values as a NumPy array. A parameter shared by two modules
-        appears under each of its names, as in torch (so tied weights load from torch and back)."""
+        """Dotted parameter and buffer name -> a copy of its values as a NumPy array. A parameter shared by two
+        modules appears under each of its names, as in torch (so tied weights load from torch and back)."""
         return {name: np.array(p.numpy(), copy=True) for name, p in self._state_items()}
 
     def load_state_dict(self, state, strict: bool = True) -> IncompatibleKeys:
-        """Copy values (arrays or Tensors) into the parameters, in place; returns (missing_keys, unexpected_keys)
-        as torch's.
+        """Copy values (arrays or Tensors) into the parameters and buffers, in place; returns
+        (missing_keys, unexpected_keys) as torch's.
 
         Every missing, unexpected and mis-shaped key is named in one StateDictError (a KeyError and a
         ValueError); with strict=False missing and unexpected keys are ignored, shapes still checked.
@@ -204,8 +225,89 @@ class Module:
             raise StateDictError(f"{type(self).__name__}.load_state_dict: " + " | ".join(problems))
         for k, p in params.items():
             if k in values:
-                p._data[...] = values[k]
+                p._data[...] = values[k]  # an int64 buffer (num_batches_tracked) keeps its dtype
         return IncompatibleKeys(missing, unexpected)
+
+    # ------------------------------------------------------------ buffers
+    def register_buffer(self, name: str, tensor, persistent: bool = True) -> None:
+        """Register a Tensor that is state but not a parameter (BatchNorm's running statistics): it is in
+        state_dict (unless persistent=False), moves with to(), and optimizers never see it.
+
+        >>> import tracer
+        >>> m = Module()
+        >>> m.register_buffer("count", tracer.zeros(()))
+        >>> list(m.state_dict())
+        ['count']
+        """
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"{type(self).__name__}.register_buffer: name must be a non-empty string without '.', "
+                           f"got {name!r}")
+        if name in self._parameters or name in self._modules:
+            raise KeyError(f"{type(self).__name__}.register_buffer: {name!r} is already a parameter or module")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            tensor = tracer.tensor(np.asarray(tensor))
+        self._buffers[name] = tensor
+        if not persistent:
+            self._non_persistent.add(name)
+        object.__setattr__(self, name, tensor)
+
+    def named_buffers(self) -> list[tuple[str, Tensor]]:
+        """(dotted name, buffer) pairs, own buffers first, then each child's."""
+        return [(f"{prefix}.{n}" if prefix else n, b) for prefix, m in self.named_modules()
+                for n, b in m._buffers.items() if b is not None]
+
+    def buffers(self) -> list[Tensor]:
+        return [b for _, b in self.named_buffers()]
+
+    # ------------------------------------------------------------ helpers
+    def apply(self, fn) -> Module:
+        """Call fn(module) on every child (recursively), then on this module, as torch; returns self."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Freeze (False) or unfreeze every parameter; optimizers leave frozen ones alone."""
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Does nothing, on purpose: tracegrad returns gradients from `value_and_grad` instead of accumulating
+        them in `.grad`, so there is nothing to clear. It exists so that torch training loops run unchanged."""
+
+    def to(self, *args, dtype=None, device=None) -> Module:
+        """Cast floating-point parameters and buffers to `dtype` and/or move every one to `device` ("cpu" or
+        "cuda"), in place, as torch's Module.to; returns self. Make the optimizer after calling it.
+
+        >>> import numpy as np
+        >>> class Scale(Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.w = Parameter(np.ones(2, "float32"))
+        >>> Scale().to("float64").w.dtype
+        'float64'
+        """
+        for a in args:
+            name = str(a)
+            if name == "cpu" or name.startswith("cuda"):
+                device = name
+            else:
+                dtype = tracer.Tensor(np.zeros((), a)).dtype if not isinstance(a, str) else a
+        if device is not None and device != "cpu" and not device.startswith("cuda"):
+            raise ValueError(f"{type(self).__name__}.to: device must be 'cpu' or 'cuda', got {device!r}")
+        for t in self.parameters() + self.buffers():
+            data = t._data
+            if dtype is not None and np.dtype(data.dtype).kind == "f":
+                data = data.astype(dtype)
+            if device == "cpu" and not isinstance(data, np.ndarray):
+                data = data.get()
+            elif device is not None and device.startswith("cuda"):
+                import cupy  # an optional dependency, needed only here
+                data = cupy.asarray(data)
+            t._data = data
+        return self
 
     # ------------------------------------------------------------ printing
     def extra_repr(self) -> str:
@@ -217,3 +319,20 @@ class Module:
             return f"{type(self).__name__}({self.extra_repr()})"
         lines = ([self.extra_repr()] if self.extra_repr() else []) + children
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+def check_input(layer: Module, x, dtype: str, what: str = "input"):
+    """`x` as a Tensor, after checking that its dtype is the layer's weights' `dtype`: torch raises when a float64
+    or an integer batch meets float32 weights, and so does tracegrad, rather than running the step in float64.
+
+    >>> import numpy as np
+    >>> check_input(Module(), np.zeros(2, "float64"), "float32")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    TypeError: Module: input dtype float64 does not match the layer's weight dtype float32; ...
+    """
+    x = x if isinstance(x, Tensor) else tracer.tensor(x)
+    if x.dtype != dtype:
+        hint = f"x.astype({dtype!r})" + (f" or the model: model.to({x.dtype!r})" if x.dtype.startswith("float") else "")
+        raise TypeError(f"{type(layer).__name__}: {what} dtype {x.dtype} does not match the layer's weight dtype "
+                        f"{dtype}; convert the input: {hint}")
+    return x
