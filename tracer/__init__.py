@@ -1,7 +1,10 @@
 """Eager tensors with a PyTorch-like API, and tracing into tracegrad's IR."""
+from . import create as _create
 from . import math as _math
 from . import nn_functions as _nn_functions
 from . import shape as _shape
+from . import torch_methods as _torch_methods
+from .create import *  # noqa: F401,F403
 from .math import (
     abs,
     add,
@@ -40,6 +43,7 @@ from .nn_functions import *  # noqa: F401,F403  (each module lists its public na
 from .rng import manual_seed
 from .shape import *  # noqa: F401,F403
 from .tensor import Tensor, TraceError
+from .torch_methods import *  # noqa: F401,F403
 from .trace import Spec, Traced, checkpoint, guard, spec, trace, trace_function, unflatten_output
 
 
@@ -54,14 +58,15 @@ def tensor(data, dtype=None) -> Tensor:
 
 
 def _install_methods():
-    for table in (_math.OPERATORS, _math.METHODS, _shape.OPERATORS, _shape.METHODS, _nn_functions.METHODS):
+    for table in (_math.OPERATORS, _math.METHODS, _shape.OPERATORS, _shape.METHODS, _nn_functions.METHODS,
+              _torch_methods.OPERATORS, _torch_methods.METHODS):
         for name, fn in table.items():
             setattr(Tensor, name, fn)
 
 
 _install_methods()
 
-__all__ = _shape.__all__ + _nn_functions.__all__ + [
+__all__ = _shape.__all__ + _nn_functions.__all__ + _create.__all__ + _torch_methods.__all__ + [
     "Spec", "Tensor", "TraceError", "Traced", "abs", "add", "astype", "checkpoint", "cos", "divide", "equal",
     "guard", "manual_seed",
     "exp", "gelu", "greater", "greater_equal", "less", "less_equal", "log", "maximum", "minimum", "multiply",
@@ -69,3 +74,5 @@ __all__ = _shape.__all__ + _nn_functions.__all__ + [
     "floor_divide", "log_sigmoid", "remainder",
     "subtract", "tanh", "tensor", "trace", "trace_function", "unflatten_output", "where",
 ]
+
+_torch_methods.adopt_torch_names(Tensor, globals(), __all__)  # dim=/keepdim= beside axis=/keepdims=

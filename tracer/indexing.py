@@ -65,9 +65,9 @@ def _expand(x: Tensor, key) -> tuple[list[tuple[str, object]], bool]:
     return items, adjacent
 
 
-def getitem(x: Tensor, key) -> Tensor:
-    """`x[key]` with NumPy's meaning for ints, slices, None, ... and a single integer-array index."""
-    items, adjacent = _expand(x, key)
+def _plan(x: Tensor, items):
+    """The normalized slices (ints as one-element slices) as (axis, begin, end, stride), the int axes, and
+    the axis and tensor of the array index (None, None without one)."""
     sliced, int_axes = [], []
     array_axis, index = None, None
     ax = 0
@@ -88,6 +88,13 @@ def getitem(x: Tensor, key) -> Tensor:
                 lo = hi = 0  # every empty slice reads the same; this form is always in range
             sliced.append((ax, lo, hi, st))
         ax += 1
+    return sliced, int_axes, array_axis, index
+
+
+def getitem(x: Tensor, key) -> Tensor:
+    """`x[key]` with NumPy's meaning for ints, slices, None, ... and a single integer-array index."""
+    items, adjacent = _expand(x, key)
+    sliced, int_axes, array_axis, index = _plan(x, items)
     y = x
     if sliced:
         axes, begin, end, strides = zip(*sliced, strict=True)
@@ -105,6 +112,14 @@ def getitem(x: Tensor, key) -> Tensor:
             if pos:
                 rest = [a for a in range(y.ndim) if not pos <= a < pos + front]
                 y = apply("permute_dims", [y], axes=list(range(pos, pos + front)) + rest)
+    new_axes = _new_axes(items, index, front)
+    if new_axes:
+        y = apply("expand_dims", [y], axis=new_axes)
+    return y
+
+
+def _new_axes(items, index, front: int) -> list[int]:
+    """The result positions of the key's None entries (`front` advanced dims lead the result)."""
     new_axes, out = [], front
     for kind, _ in items:
         if kind == "new":
@@ -113,6 +128,4 @@ def getitem(x: Tensor, key) -> Tensor:
             out += 1
         elif kind == "array" and not front:
             out += index.ndim
-    if new_axes:
-        y = apply("expand_dims", [y], axis=new_axes)
-    return y
+    return new_axes

@@ -15,3 +15,27 @@ def manual_seed(seed: int) -> None:
 def draw_seed() -> np.ndarray:
     """A fresh 0-d int64 seed for a counter-based random op."""
     return np.asarray(_generator.integers(2**63 - 1), dtype="int64")
+
+
+class Generator:
+    """A seeded source of seeds for the random constructors (torch.Generator's role): pass it as
+    `generator=` to draw from it instead of the global generator that `manual_seed` seeds.
+
+    >>> import tracer
+    >>> a = tracer.randn(3, generator=tracer.Generator(0))
+    >>> b = tracer.randn(3, generator=tracer.Generator().manual_seed(0))
+    >>> bool((a.numpy() == b.numpy()).all())
+    True
+    """
+
+    def __init__(self, seed: int | None = None):
+        self._rng = np.random.default_rng(seed)
+
+    def manual_seed(self, seed: int) -> Generator:
+        """Restart the draws from `seed`; returns the generator, as torch's does."""
+        self._rng = np.random.default_rng(seed)
+        return self
+
+    def draw_seed(self) -> np.ndarray:
+        """A fresh 0-d int64 seed."""
+        return np.asarray(self._rng.integers(2**63 - 1), dtype="int64")

@@ -57,7 +57,26 @@ def sum(x, axis=None, keepdims: bool = False) -> Tensor:
 mean = _reduction("mean", "mean", "mean")
 max = _reduction("max", "max", "maximum")
 min = _reduction("min", "min", "minimum")
-var = _reduction("variance", "var", "population variance (ddof=0)")
+
+
+def var(x, axis=None, keepdims: bool = False, *, correction: int = 0, unbiased: bool | None = None) -> Tensor:
+    """Variance over `axis`, divided by n - correction: the population variance by default (correction=0);
+    `correction=1` (or `unbiased=True`) is torch's default, the sample variance.
+
+    >>> import tracer
+    >>> x = tracer.tensor([1.0, 2.0, 3.0, 4.0])
+    >>> x.var().item(), round(x.var(correction=1).item(), 4)
+    (1.25, 1.6667)
+    """
+    x = as_tensor(x)
+    if unbiased is not None:
+        correction = int(bool(unbiased))
+    v = apply("variance", [x], axis=_axes(axis), keepdims=keepdims)
+    if not correction:
+        return v
+    axes = range(x.ndim) if axis is None else [_axis("var", a, x.ndim) for a in _ints(axis)]
+    n = math.prod(x.shape[a] for a in axes)
+    return v * (n / (n - correction) if n > correction else float("nan"))
 
 
 def argmax(x, axis: int | None = None, keepdims: bool = False) -> Tensor:
@@ -91,9 +110,10 @@ def reshape(x, shape) -> Tensor:
         raise ValueError(f"reshape: shape {shape} may hold one -1 and otherwise sizes >= 0")
     if -1 in shape:
         known = math.prod(d for d in shape if d != -1)
-        if known == 0 or x.size % known:
-            raise ValueError(f"reshape: cannot reshape x of shape {x.shape} ({x.size} elements) into {shape}")
-        shape = tuple(x.size // known if d == -1 else d for d in shape)
+        count = math.prod(x.shape)
+        if known == 0 or count % known:
+            raise ValueError(f"reshape: cannot reshape x of shape {x.shape} ({count} elements) into {shape}")
+        shape = tuple(count // known if d == -1 else d for d in shape)
     return x if shape == x.shape else apply("reshape", [x], shape=shape)
 
 
@@ -196,14 +216,36 @@ def triu(x, k: int = 0) -> Tensor:
 # ---------------------------------------------------------------- creation
 
 
-def zeros(shape, dtype: str = "float32") -> Tensor:
-    """A tensor of zeros; inside a trace, a `zeros` binding."""
-    return apply("zeros", [], shape=_ints(shape), dtype=dtype)
+def _size_args(fn: str, args, dtype):
+    """Sizes as varargs (`zeros(2, 3)`) or one sequence (`zeros((2, 3))`); a trailing str is the dtype
+    (the positional `zeros(shape, dtype)` form)."""
+    if args and isinstance(args[-1], str):
+        if dtype is not None:
+            raise TypeError(f"{fn}: dtype given twice ({args[-1]!r} and dtype={dtype!r})")
+        args, dtype = args[:-1], args[-1]
+    if not args:
+        raise TypeError(f"{fn}: missing the size (ints, or one tuple of ints; () for a 0-d tensor)")
+    if len(args) == 1 and hasattr(args[0], "__iter__"):
+        return _ints(args[0]), dtype or "float32"
+    return tuple(args), dtype or "float32"
 
 
-def ones(shape, dtype: str = "float32") -> Tensor:
-    """A tensor of ones."""
-    return apply("ones", [], shape=_ints(shape), dtype=dtype)
+def zeros(*size, dtype: str | None = None) -> Tensor:
+    """A tensor of zeros: `zeros(2, 3)`, `zeros((2, 3))`, `zeros((2, 3), "int64")`; inside a trace, a
+    `zeros` binding.
+
+    >>> import tracer
+    >>> tracer.zeros(2, 3).shape == tracer.zeros((2, 3)).shape == (2, 3)
+    True
+    """
+    shape, dtype = _size_args("zeros", size, dtype)
+    return apply("zeros", [], shape=shape, dtype=dtype)
+
+
+def ones(*size, dtype: str | None = None) -> Tensor:
+    """A tensor of ones (sizes as for zeros)."""
+    shape, dtype = _size_args("ones", size, dtype)
+    return apply("ones", [], shape=shape, dtype=dtype)
 
 
 def full(shape, value, dtype: str = "float32") -> Tensor:

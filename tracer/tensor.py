@@ -87,7 +87,8 @@ class Tensor:
     """
 
     __slots__ = ("_data", "_var", "_trace", "_name", "_in_trace", "_fresh_seed", "__weakref__")
-    __array_ufunc__ = None  # numpy defers to our reflected operators: ndarray * Tensor -> Tensor
+    # __array_ufunc__ / __array_function__ (np.exp(t), ndarray * t, np.sum(t) -> Tensor) and __setitem__ are
+    # installed from tracer/numpy_interop.py and tracer/setitem.py
 
     def __init__(self, data=None, dtype=None, *, _var: Var | None = None, _trace=None, name: str = ""):
         if isinstance(data, Tensor) and data._var is not None:
@@ -137,9 +138,21 @@ class Tensor:
     def ndim(self) -> int:
         return len(self.shape)
 
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+    def size(self, dim: int | None = None):
+        """The shape as a tuple (torch's ``x.size()``), or the length of axis `dim`; ``numel()`` counts elements.
+
+        >>> import tracer
+        >>> x = tracer.zeros((2, 3))
+        >>> x.size(), x.size(-1), x.numel()
+        ((2, 3), 3, 6)
+        """
+        if dim is None:
+            return self.shape
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"size: dim must be an int, got {dim!r}")
+        if not -self.ndim <= dim < max(self.ndim, 1) or not self.ndim:
+            raise IndexError(f"size: dim {dim} out of range for a tensor of shape {self.shape}")
+        return self.shape[dim]
 
     def __len__(self) -> int:
         if not self.shape:
