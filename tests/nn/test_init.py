@@ -11,8 +11,18 @@ from nn import init
 def test_fans_match_pytorch_rules():
     assert init.fan_in_and_fan_out((8, 4)) == (4, 8)
     assert init.fan_in_and_fan_out((6, 2, 3, 5)) == (30, 90)
+    assert init.fan_in_and_fan_out((3, 1, 1)) == (1, 3)
     with pytest.raises(ValueError, match="2 dimensions"):
         init.fan_in_and_fan_out((3,))
+
+
+def test_gains_are_pytorchs_values():
+    assert init.calculate_gain("relu") == pytest.approx(math.sqrt(2))
+    assert init.calculate_gain("tanh") == pytest.approx(5 / 3)
+    assert init.calculate_gain("leaky_relu", math.sqrt(5)) == pytest.approx(math.sqrt(1 / 3))
+    assert init.calculate_gain("leaky_relu") == pytest.approx(math.sqrt(2 / (1 + 0.01**2)))
+    assert init.calculate_gain("linear") == init.calculate_gain("sigmoid") == 1
+    assert init.calculate_gain("selu") == pytest.approx(3 / 4)
 
 
 def test_fans_match_torch():
