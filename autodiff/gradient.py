@@ -65,23 +65,26 @@ class Gradient:
         return mod.with_function(f"{name}_adjoint", adjoint)
 
     def _target(self, fn: Function) -> Expr:
-        # The returned tuple may be a variable bound to a tuple (as Relax text often has it): look through it.
-        defs = {bd.var: bd.value for bd in fn.blocks[0].bindings}
+        # As Relax: target_index picks a field of a returned tuple expression; any other return value is the
+        # target itself (so a variable bound to a tuple is a tuple target, which is refused below).
         body = fn.body
-        while isinstance(body, Var) and isinstance(body.type, TupleType) and isinstance(defs.get(body), (Var, Tuple)):
-            body = defs[body]
         outputs = list(body.fields) if isinstance(body, Tuple) else [body]
         i = self.target_index
         if isinstance(i, bool) or not isinstance(i, int):
             raise TypeError(f"Gradient: target_index must be an int, got {i!r}")
         if not 0 <= i < len(outputs):
+            hint = (" (as in Relax, target_index picks a field of a returned tuple expression `return (a, b)`, "
+                    "not of a variable bound to a tuple)") if isinstance(body.type, TupleType) else ""
             raise ValueError(f"Gradient: target_index {i} is out of range; {self.func_name} returns "
-                             f"{len(outputs)} value(s)")
+                             f"{len(outputs)} value(s){hint}")
         target = outputs[i]
         t = target.type
         if not (isinstance(t, ir.TensorType) and t.shape == () and t.is_float):
+            hint = (": a variable bound to a tuple is a tuple target, as in Relax; return the tuple expression "
+                    "`return (a, b)` and choose a field with target_index") if isinstance(target, Var) and \
+                isinstance(t, TupleType) else ""
             raise ValueError(f"Gradient: the target (return value {i}) must be a floating-point scalar, "
-                             f"got {t}")
+                             f"got {t}{hint}")
         if not isinstance(target, (Var, ir.Constant)):
             raise ValueError(f"Gradient: the target (return value {i}) must be a variable, got {target!r}")
         return target  # a constant target depends on nothing: every gradient is zero

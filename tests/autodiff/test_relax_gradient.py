@@ -60,3 +60,67 @@ def test_split_by_sections_differentiates_each_piece():
     gx, gy = _grads(mod, X, Y)
     np.testing.assert_allclose(gx, [0, 0, Y.sum()])
     np.testing.assert_allclose(gy, [X[2]] * 3)
+
+
+def _fn(params, body, ret=""):
+    lines = "".join(f"        {line}\n" for line in body)
+    return ir.parse(f'''
+@I.ir_module
+class Module:
+    @R.function
+    def main({params}){ret}:
+{lines}''')
+
+
+F33 = 'R.Tensor((3, 3), "float32")'
+TWO = f"a: {F33}, b: {F33}"
+
+
+@pytest.mark.parametrize("params, body, kwargs, error, message", [
+    (TWO, ["with R.dataflow():", "    lv = R.sum(a, axis=None, keepdims=False)", "    gv = R.tuple(lv, lv)",
+           "    R.output(gv)", "return gv"], {}, ValueError, "must be a floating-point scalar, got R.Tuple"),
+    (TWO, ["with R.dataflow():", "    gv = R.add(a, b)", "    R.output(gv)", "return gv"], {}, ValueError,
+     "floating-point scalar, got R.Tensor\\(\\(3, 3\\)"),
+    (TWO, ["with R.dataflow():", "    gv = R.const(1)", "    R.output(gv)", "return gv"], {}, ValueError,
+     "floating-point scalar, got .*int32"),
+    (TWO, ["with R.dataflow():", "    gv = R.sum(a, axis=None, keepdims=False)", "    R.output(gv)", "return gv"],
+     {"target_index": 1}, ValueError, "target_index 1 is out of range; main returns 1"),
+    (TWO, ["with R.dataflow():", "    g1 = R.sum(a, axis=None, keepdims=False)", "    g2 = R.sum(b, axis=None, "
+           "keepdims=False)", "    R.output(g1, g2)", "return g1, g2"], {"target_index": 2}, ValueError,
+     "target_index 2 is out of range; main returns 2"),
+    (TWO, ["with R.dataflow():", "    gv = R.sum(a, axis=None, keepdims=False)", "    R.output(gv)",
+           "return gv, (gv, gv)"], {"target_index": 1}, ValueError, "floating-point scalar, got R.Tuple"),
+    (TWO, ["gv = R.sum(a, axis=None, keepdims=False)", "return gv"], {}, ValueError,
+     "exactly one dataflow block, it has 1 block\\(s\\) \\(0 dataflow\\)"),
+    (TWO, ["with R.dataflow():", "    gv = R.add(a, b)", "    R.output(gv)", "gv1 = R.sum(a, axis=None, keepdims=False)",
+           "return gv1"], {}, ValueError, "exactly one dataflow block, it has 2"),
+    ('a: R.Tensor((3, 3), "int64")', ["with R.dataflow():", "    lv = R.add(a, a)",
+                                      "    gv = R.sum(lv, axis=None, keepdims=False)", "    R.output(gv)", "return gv"],
+     {}, ValueError, "floating-point scalar, got .*int64"),
+], ids=["tuple_var_target", "not_scalar", "not_float", "index_of_a_var", "index_of_a_tuple", "indexed_not_var",
+        "no_dataflow", "two_blocks", "int_dtype"])
+def test_the_gradient_pass_rejects_what_relax_rejects(params, body, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        autodiff.Gradient("main", **kwargs)(_fn(params, body))
+
+
+def test_require_grads_and_function_names_as_relax_checks_them():
+    mod = _fn(TWO, ["with R.dataflow():", "    lv = R.multiply(a, b)", "    gv = R.sum(lv, axis=None, keepdims=False)",
+                    "    R.output(gv)", "return gv"])
+    other = _fn(TWO, ["with R.dataflow():", "    gv = R.sum(a, axis=None, keepdims=False)", "    R.output(gv)",
+                      "return gv"])
+    with pytest.raises(ValueError, match="no function named 'main1'"):
+        autodiff.Gradient("main1")(mod)
+    with pytest.raises(ValueError, match="is not a parameter or variable of main"):
+        autodiff.Gradient("main", require_grads=other["main"].params[0])(mod)
+    a = mod["main"].params[0]
+    with pytest.raises(ValueError, match="lists a twice"):
+        autodiff.Gradient("main", require_grads=[a, a])(mod)
+    # accepted as Relax accepts it: a single var, and an intermediate var
+    lv = mod["main"].bindings[0].var
+    x = np.arange(9, dtype="float32").reshape(3, 3)
+    for require, want in ((a, [x + 1]), ([lv, a], [np.ones((3, 3)), x + 1])):
+        adjoint = autodiff.Gradient("main", require_grads=require)(mod)
+        _, grads = ir.Executor(adjoint)["main_adjoint"](x, x + 1)
+        for g, w in zip(grads, want, strict=True):
+            np.testing.assert_allclose(g, w)
