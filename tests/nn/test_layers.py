@@ -70,6 +70,24 @@ def test_forward_matches_numpy_eager_and_traced(name):
         np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
 
+# torch's state-dict names and shapes for each layer case (checked against torch itself below, when installed)
+STATE = {
+    "linear": {"weight": (3, 5), "bias": (3,)}, "linear_3d_no_bias": {"weight": (3, 5)},
+    "conv2d": {"weight": (4, 3, 3, 3), "bias": (4,)}, "conv2d_strided_padded": {"weight": (4, 2, 3, 2), "bias": (4,)},
+    "conv2d_dilated_grouped": {"weight": (6, 2, 3, 3)}, "layernorm": {"weight": (6,), "bias": (6,)},
+    "attention": {"in_proj_weight": (24, 8), "in_proj_bias": (24,), "out_proj.weight": (8, 8),
+                  "out_proj.bias": (8,)},
+    "attention_one_head": {"in_proj_weight": (12, 4), "out_proj.weight": (4, 4)},
+    "mlp": {"0.weight": (8, 4), "0.bias": (8,), "2.weight": (2, 8), "2.bias": (2,)},
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_state_dict_names_and_shapes(name):
+    state = CASES[name][0]().state_dict()
+    assert [(k, v.shape) for k, v in state.items()] == list(STATE.get(name, {}).items())
+
+
 def test_embedding_looks_up_rows_eager_and_traced():
     m = nn.Embedding(10, 4)
     idx = np.array([[1, 2, 9], [0, 0, 3]])
@@ -142,7 +160,7 @@ def test_forward_matches_torch(name):
         tm = make_torch()
         run = lambda: tm(torch.tensor(x))  # noqa: E731
     # the state dicts share names and layouts, both ways
-    assert list(tm.state_dict()) == list(m.state_dict())
+    assert [(k, tuple(v.shape)) for k, v in tm.state_dict().items()] == list(STATE.get(name, {}).items())
     tm.load_state_dict({k: torch.tensor(v) for k, v in m.state_dict().items()})
     with torch.no_grad():
         expected = run().numpy()
