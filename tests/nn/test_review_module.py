@@ -26,6 +26,21 @@ def test_state_dict_lists_every_name_of_a_shared_parameter_as_torch():
     assert list(seq.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
 
 
+def test_state_dict_of_a_tied_model_loads_and_round_trips():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((3, 3)).astype("float32")
+    state = {"a.weight": w, "a.bias": np.ones(3, "float32"), "b.weight": w, "b.bias": np.zeros(3, "float32")}
+    m = Tied()
+    m.load_state_dict(state)
+    np.testing.assert_array_equal(m.b.weight.numpy(), w)
+    np.testing.assert_array_equal(m.a.bias.numpy(), 1)
+    assert m.a.weight is m.b.weight  # still tied
+    other = Tied()
+    other.load_state_dict(m.state_dict())  # our own state dict round-trips under strict=True
+    np.testing.assert_array_equal(other.a.weight.numpy(), w)
+    np.testing.assert_array_equal(other.b.bias.numpy(), 0)
+
+
 def test_torch_state_dict_of_a_tied_model_loads_and_round_trips():
     torch = pytest.importorskip("torch")
 
@@ -46,18 +61,28 @@ def test_torch_state_dict_of_a_tied_model_loads_and_round_trips():
     np.testing.assert_array_equal(other.a.weight.numpy(), m.a.weight.numpy())
 
 
+PARTIAL_STATE = {"a.weight": np.zeros((3, 3), "float32"), "zz": np.zeros(1, "float32")}
+
+
+def test_load_state_dict_returns_missing_and_unexpected_keys():
+    m = Tied()
+    result = m.load_state_dict(PARTIAL_STATE, strict=False)
+    assert result.missing_keys == ["a.bias", "b.weight", "b.bias"]
+    assert result.unexpected_keys == ["zz"]
+    missing, unexpected = result  # a named tuple, as torch's
+    assert (missing, unexpected) == (result.missing_keys, result.unexpected_keys)
+    assert not m.a.weight.numpy().any()  # what was there still loads
+    assert tuple(m.load_state_dict(m.state_dict())) == ([], [])
+
+
 def test_load_state_dict_returns_missing_and_unexpected_keys_as_torch():
     torch = pytest.importorskip("torch")
     m, t = Tied(), torch.nn.Module()
     t.a, t.b = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
-    state = {"a.weight": np.zeros((3, 3), "float32"), "zz": np.zeros(1, "float32")}
-    result = m.load_state_dict(state, strict=False)
-    expected = t.load_state_dict({k: torch.tensor(v) for k, v in state.items()}, strict=False)
-    assert result.missing_keys == expected.missing_keys == ["a.bias", "b.weight", "b.bias"]
-    assert result.unexpected_keys == expected.unexpected_keys == ["zz"]
-    missing, unexpected = result  # a named tuple, as torch's
-    assert (missing, unexpected) == (result.missing_keys, result.unexpected_keys)
-    assert tuple(m.load_state_dict(m.state_dict())) == ([], [])
+    result = m.load_state_dict(PARTIAL_STATE, strict=False)
+    expected = t.load_state_dict({k: torch.tensor(v) for k, v in PARTIAL_STATE.items()}, strict=False)
+    assert result.missing_keys == expected.missing_keys
+    assert result.unexpected_keys == expected.unexpected_keys
 
 
 def test_assigning_a_non_parameter_over_a_parameter_is_refused_as_torch():
