@@ -78,6 +78,9 @@ class Optimizer(ABC):
                              "parameters")
         arrays = []
         for i, (p, g) in enumerate(zip(self.params, grads, strict=True)):
+            if not getattr(p, "requires_grad", True):  # frozen (requires_grad_(False)): left alone, as in torch
+                arrays.append(None)
+                continue
             g = as_array(g, p._data)
             if g.shape != p.shape:
                 raise ValueError(f"{type(self).__name__}.step: gradient {i} has shape {tuple(g.shape)} but "
@@ -85,7 +88,8 @@ class Optimizer(ABC):
             arrays.append(g)
         self.step_count += 1
         for p, g, state in zip(self.params, arrays, self.state, strict=True):
-            self._update(p._data, g, state)
+            if g is not None:
+                self._update(p._data, g, state)
 
     def _by_name(self, grads: Mapping) -> list:
         """The gradients of a dict in the parameters' order. Names come from the constructor's dict or
