@@ -1,13 +1,17 @@
 """The user's entry points: grad, value_and_grad and gradcheck.
 
 The first call with a given input signature traces `fn`, runs the Gradient pass and the clean-up
-passes, and compiles the adjoint; later calls with the same shapes and dtypes replay it, feeding the
-current values of every tensor `fn` captured (so in-place optimizer updates are seen).
+passes, and compiles the adjoint; later calls with the same shapes and dtypes replay it. Before each
+replay the tensors `fn` captured are looked up again where the trace found them (tracer.capture), so
+the step computes with the tensors the user's Python holds now: updated in place, rebound, or replaced
+in a module. docs/design.md, "What a compiled step sees", states the rules.
 """
 from __future__ import annotations
 
 import functools
 import operator
+import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,11 +19,18 @@ import numpy as np
 import ir
 from ir import Executor, IRModule, substitute
 from tracer import Tensor
+from tracer.capture import Sources, locate
+from tracer.inplace import write
 from tracer.rng import draw_seed
 from tracer.tensor import active_trace, apply, to_expr
-from tracer.trace import Spec, arg_type, trace_function
+from tracer.trace import Spec, Traced, arg_type, is_scalar_input, trace_function
 
 from .gradient import Gradient
+
+
+class TraceMismatchError(RuntimeError):
+    """check=True found that tracing fn again gives another computation than the cached trace: a value
+    fn reads from outside (a Python number, a flag, a container's contents) changed since it was traced."""
 
 
 def _flatten_wrt(wrt):
@@ -45,15 +56,26 @@ def _flatten_wrt(wrt):
 class _Compiled:
     mod: IRModule
     executor: Executor
-    captured: list[Tensor]
+    traced: IRModule  # what fn computed when traced (with its writes): check=True compares a new trace to it
     out_tree: object
     grad_slots: list[tuple[int, ...]]  # for each wrt leaf: its indices among require_grads (none: unused)
     guards_hold: object  # () -> bool: the Python values the trace read (model.training) are unchanged
+    sources: Sources | None  # where each captured tensor is found; None: some cannot be, retrace every call
+    captured_leaf: list[int | None]  # per captured tensor: the wrt leaf it was (gradients are routed by it)
+    fresh: list[bool]  # per captured tensor: a random seed drawn anew for each call
+    writes: list[tuple[str, int, ir.Expr]]  # in-place writes of fn, returned after the result's fields
+    n_fields: int  # the result's fields at the top of the returned tuple (2 with has_aux, else 1)
+    inputs: list[int]  # positions of the arguments fed as parameters (tensors, Python numbers as inputs)
+
+
+_CACHE_PER_SIGNATURE = 8  # traces kept per input signature (older ones hold old models alive)
 
 
 class _GradFunction:
-    def __init__(self, fn, wrt, has_aux: bool, return_value: bool):
-        self.fn, self.has_aux, self.return_value = fn, has_aux, return_value
+    def __init__(self, fn, wrt, has_aux: bool, return_value: bool, check: bool = False):
+        self.fn, self.has_aux, self.return_value, self.check = fn, has_aux, return_value, check
+        self.static_scalars = False  # set when fn cannot take its Python-number arguments as traced inputs
+        self.warned_missing = False
         self.leaves, self.rebuild = _flatten_wrt(wrt)
         for i, t in enumerate(self.leaves):
             if not isinstance(t, Tensor):
@@ -82,24 +104,91 @@ class _GradFunction:
         ctx = active_trace()
         if ctx is not None:  # grad of grad, or grad inside any traced function: inline the adjoint
             return self._call_in_trace(ctx, args)
-        # Which argument is which wrt leaf is part of the signature; any other tensor only by type.
-        key = tuple(_signature(a, self.leaf_index) for a in args)
+        key = self._key(args)
         entries = self.cache.setdefault(key, [])
-        compiled = next((c for c in entries if c.guards_hold()), None)
+        compiled, feed = None, None
+        for c in entries:
+            if c.guards_hold():
+                feed = self._resolve(c, args)
+                if feed is not None:
+                    compiled = c
+                    break
         if compiled is None:
-            compiled = self._compile(args)
-            entries.append(compiled)
+            traced = self._trace(args)
+            compiled, feed = self._compile(traced, args), traced.captured
+            key = self._key(args)  # the trace may have found that fn needs its Python numbers baked in
+            entries = self.cache.setdefault(key, [])
+            entries.insert(0, compiled)
+            del entries[_CACHE_PER_SIGNATURE:]
+        elif self.check or os.environ.get("TRACEGRAD_CHECK") == "1":
+            feed = self._check_trace(compiled, args, feed)
         self.last = compiled
-        return self._run(compiled, args)
+        return self._run(compiled, args, feed)
 
-    def _compile(self, args) -> _Compiled:
-        traced = trace_function(self.fn, args)
+    def _key(self, args) -> tuple:
+        # Which argument is which wrt leaf is part of the signature; any other tensor only by type.
+        return tuple(_signature(a, self.leaf_index, self.static_scalars) for a in args)
+
+    def _trace(self, args) -> Traced:
+        """Trace fn, its Python-number arguments as inputs; if fn needs one as a Python value (a shape, a
+        loop count, a probability), trace again with them baked in, and do so from then on."""
+        if self.static_scalars or not any(is_scalar_input(a) for a in args):
+            return trace_function(self.fn, args)
+        try:
+            return trace_function(self.fn, args, scalars_as_inputs=True)
+        except Exception:  # noqa: BLE001 - any failure: the baked trace below raises the real error, if any
+            traced = trace_function(self.fn, args)
+            self.static_scalars = True
+            return traced
+
+    def _resolve(self, c: _Compiled, args) -> list[Tensor] | None:
+        """The captured tensors to feed `c` now, or None when c no longer computes what fn would."""
+        if c.sources is None:  # some tensor cannot be found again: trace anew, reuse c if nothing changed
+            traced = self._trace(args)
+            same = ir.structural_equal(_with_writes(traced, self.has_aux), c.traced)
+            feed = traced.captured if same else None
+        else:
+            feed = c.sources.resolve(self.fn, args)
+        if feed is None or [None if f else self.leaf_index.get(id(t)) for t, f in zip(feed, c.fresh, strict=True)] \
+                != c.captured_leaf:
+            return None  # a wrt tensor came or went: the gradients are routed differently
+        return feed
+
+    def _check_trace(self, c: _Compiled, args, feed):
+        """check=True: trace fn again and raise if it now computes something else than the cached trace."""
+        traced = self._trace(args)
+        new = _with_writes(traced, self.has_aux)
+        if not ir.structural_equal(new, c.traced):
+            raise TraceMismatchError(_mismatch_report(c.traced, new))
+        for k, (t, fed) in enumerate(zip(traced.captured, feed, strict=True)):
+            if not c.fresh[k] and t is not fed:
+                raise TraceMismatchError(
+                    f"captured tensor {k} ({t.type}, {t._name or 'unnamed'}): fn now reads another tensor object "
+                    "than the one the compiled step found where the trace had found it; please report this")
+        return traced.captured
+
+    def _compile(self, traced: Traced, args) -> _Compiled:
         mod, slots = self._differentiate(traced, args)
         # CuPy arrays in (arguments or captured weights) run the compiled step on the GPU
         arrays = [_array(a) for a in args] + [t._data for t in traced.captured]
         device = "cuda" if any(_on_gpu(a) for a in arrays) else "cpu"
         executor = Executor(mod, device=device)
-        return _Compiled(mod, executor, traced.captured, traced.out_tree, slots, traced.guards_hold)
+        sources = locate(self.fn, args, traced.captured)
+        if sources.missing:
+            sources = None
+            if not self.warned_missing:
+                self.warned_missing = True
+                warnings.warn(
+                    "tracegrad: fn reads tensors it cannot find again from its closure, globals, arguments or "
+                    "their attributes (" + ", ".join(_describe(traced.captured[k]) for k in locate(
+                        self.fn, args, traced.captured).missing) + "); the compiled step traces fn on every call to "
+                    "stay current. Pass them as arguments or hold them in a module or container fn reads.",
+                    RuntimeWarning, stacklevel=3)
+        fresh = [t._fresh_seed for t in traced.captured]
+        leaf = [None if f else self.leaf_index.get(id(t)) for t, f in zip(traced.captured, fresh, strict=True)]
+        return _Compiled(mod, executor, _with_writes(traced, self.has_aux), traced.out_tree, slots,
+                         traced.guards_hold, sources, leaf, fresh, traced.writes, 2 if self.has_aux else 1,
+                         traced.inputs)
 
     def _differentiate(self, traced, args) -> tuple[IRModule, list[tuple[int, ...]]]:
         """Gradient and clean-up of a trace; for each wrt leaf, its indices among the gradients."""
@@ -108,8 +197,7 @@ class _GradFunction:
         # A leaf may reach fn by several routes (passed twice, or passed and captured): one parameter
         # each, and the leaf's gradient is the sum of theirs.
         by_identity: dict[int, list[ir.Var]] = {}
-        tensor_args = [a for a in args if arg_type(a) is not None]
-        for a, p in zip(tensor_args, arg_params, strict=True):
+        for a, p in zip([args[i] for i in traced.inputs], arg_params, strict=True):
             by_identity.setdefault(id(a), []).append(p)
         for t, p in zip(traced.captured, fn_ir.params[len(arg_params):], strict=True):
             by_identity.setdefault(id(t), []).append(p)
@@ -123,7 +211,7 @@ class _GradFunction:
             tree = traced.out_tree
             if tree == "tensor" or len(tree[1]) != 2:
                 raise TypeError("has_aux=True: fn must return a pair (value, aux)")
-        mod = Gradient("main", require_grads=require, target_index=0)(traced.mod)
+        mod = Gradient("main", require_grads=require, target_index=0)(_with_writes(traced, self.has_aux))
         mod = ir.transform.cleanup()(mod)
         ir.verify(mod)
         return mod, slots
@@ -140,6 +228,13 @@ class _GradFunction:
         for bd in adjoint.bindings:
             mapping[bd.var] = ctx.builder.emit(substitute(bd.value, mapping), name=bd.var.name)
         value, grads = substitute(adjoint.body, mapping).fields
+        if traced.writes:  # fn wrote to tensors in place: the same writes, recorded in the enclosing trace
+            n = 2 if self.has_aux else 1
+            for (kind, i, _), new in zip(traced.writes, value.fields[n:], strict=True):
+                target = inputs[traced.inputs.index(i)] if kind == "arg" else traced.captured[i]
+                write(target, Tensor(_var=new, _trace=ctx) if isinstance(new, ir.Var) else Tensor(new.data),
+                      "in-place write")
+            value = value.fields[0] if n == 1 else ir.Tuple(value.fields[:n])
 
         def tensor(e):
             if isinstance(e, ir.Tuple):
@@ -158,13 +253,19 @@ class _GradFunction:
             raise TypeError(f"grad: fn must return a floating-point scalar{which}, got {t}; "
                             "reduce it first (e.g. .sum() or .mean())")
 
-    def _run(self, c: _Compiled, args):
-        feed = [_array(a) for a in args if arg_type(a) is not None]
-        for t in c.captured:
-            if t._fresh_seed:  # a dropout without a seed: a fresh mask every step
-                t._data = draw_seed()
-            feed.append(t._data)
+    def _run(self, c: _Compiled, args, captured: list[Tensor]):
+        params = c.mod["main_adjoint"].params
+        feed = [_array(args[i]) if arg_type(args[i]) is not None else np.asarray(args[i], params[k].type.dtype)
+                for k, i in enumerate(c.inputs)]
+        for t, fresh in zip(captured, c.fresh, strict=True):
+            feed.append(draw_seed() if fresh else t._data)  # a dropout without a seed: a fresh mask each call
         value, grads = _unshared(c.executor["main_adjoint"](*feed), {id(_owner(a)) for a in feed})
+        if c.writes:  # fn wrote to tensors in place: write the new values where an eager call would have
+            for (kind, i, _), new in zip(c.writes, value[c.n_fields:], strict=True):
+                target = args[i] if kind == "arg" else captured[i]
+                (target._data if isinstance(target, Tensor) else target)[...] = new
+            value = value[0] if c.n_fields == 1 else value[:c.n_fields]
+
         def zeros(t):
             return Tensor.wrap(c.executor.xp.zeros(t.shape, t.dtype))
         return self._assemble(value, grads, c.grad_slots, zeros, c.out_tree, Tensor.wrap)
@@ -193,12 +294,14 @@ def _wrap(value, tree, leaf):
     return kind(_wrap(v, t, leaf) for v, t in zip(value, subtrees, strict=True))
 
 
-def _signature(a, leaf_index: dict[int, int]):
+def _signature(a, leaf_index: dict[int, int], static_scalars: bool):
     t = arg_type(a)
     if t is not None:
         return ("tensor", t.shape, t.dtype, leaf_index.get(id(a)), _on_gpu(_array(a)))
     if isinstance(a, Spec):
         return ("spec", a.shape, a.dtype)
+    if not static_scalars and is_scalar_input(a):
+        return ("scalar", type(a).__name__)
     try:
         hash(a)
     except TypeError:
@@ -212,7 +315,36 @@ def _unshared(value, fed: set[int]):
     in place one by one, change a gradient before using it."""
     if isinstance(value, tuple):
         return tuple(_unshared(v, fed) for v in value)
-    return value.copy() if id(_owner(value)) in fed else value
+    # a read-only result (a broadcast view) is copied too: gradients handed back are the user's to write
+    if id(_owner(value)) in fed or not getattr(value.flags, "writeable", True):
+        return value.copy()
+    return value
+
+
+def _with_writes(traced: Traced, has_aux: bool) -> IRModule:
+    """The traced module returning the result's fields (value, or value and aux) and then fn's writes."""
+    if not traced.writes:
+        return traced.mod
+    body = traced.mod["main"].body
+    return traced.with_writes(list(body.fields) if has_aux and isinstance(body, ir.Tuple) else [body])
+
+
+def _mismatch_report(old: IRModule, new: IRModule) -> str:
+    before, after = str(old).splitlines(), str(new).splitlines()
+    diff = next(((a, b) for a, b in zip(before, after, strict=False) if a != b), None)
+    if diff is None:
+        diff = ("(same text: a constant's values differ)", "") if len(before) == len(after) else \
+            ("\n".join(before[len(after):]) or "(nothing)", "\n".join(after[len(before):]) or "(nothing)")
+    return ("check=True: tracing fn again gives a different computation than the compiled step it would "
+            "replay, so a value fn reads from outside changed since the trace (a Python number, a flag, a list's "
+            "length, a NumPy array's contents): such values are baked into the trace.\n"
+            f"  traced before: {diff[0].strip()}\n  traced now:    {diff[1].strip()}\n"
+            "Pass the value as an argument of the step (a Python number argument is an input, not baked), or read "
+            "it through tracer.guard(lambda: value) so that a change traces again.")
+
+
+def _describe(t: Tensor) -> str:
+    return f"{t._name or 'a tensor'} {t.type}"
 
 
 def _owner(array):
@@ -239,9 +371,14 @@ def grad(fn, wrt, has_aux: bool = False):
     return _GradFunction(fn, wrt, has_aux, return_value=False)
 
 
-def value_and_grad(fn, wrt, has_aux: bool = False):
-    """Like `grad`, returning `(value, gradients)`, or `((value, aux), gradients)` with has_aux."""
-    return _GradFunction(fn, wrt, has_aux, return_value=True)
+def value_and_grad(fn, wrt, has_aux: bool = False, *, check: bool = False):
+    """Like `grad`, returning `(value, gradients)`, or `((value, aux), gradients)` with has_aux.
+
+    check=True (or the environment variable TRACEGRAD_CHECK=1) traces fn again on every call and raises
+    TraceMismatchError, naming the first difference, when the new trace differs from the one the step would
+    replay: the way to find a Python value read from outside that was baked into the trace.
+    """
+    return _GradFunction(fn, wrt, has_aux, return_value=True, check=check)
 
 
 def gradcheck(fn, *args, eps: float = 1e-6, rtol: float = 1e-5, atol: float = 1e-7) -> bool:

@@ -1,5 +1,10 @@
 """Eager tensors with a PyTorch-like API, and tracing into tracegrad's IR."""
+import numpy as np
+
+from ir.types import check_dtype
+
 from . import create as _create
+from . import inplace as _inplace
 from . import math as _math
 from . import nn_functions as _nn_functions
 from . import shape as _shape
@@ -42,7 +47,7 @@ from .math import (
 from .nn_functions import *  # noqa: F401,F403  (each module lists its public names in __all__)
 from .rng import manual_seed
 from .shape import *  # noqa: F401,F403
-from .tensor import Tensor, TraceError
+from .tensor import Tensor, TraceError, dtype_name
 from .torch_methods import *  # noqa: F401,F403
 from .trace import Spec, Traced, checkpoint, guard, spec, trace, trace_function, unflatten_output
 
@@ -57,9 +62,26 @@ def tensor(data, dtype=None) -> Tensor:
     return Tensor(data, dtype)
 
 
+def from_numpy(array) -> Tensor:
+    """A tensor sharing `array`'s memory, as torch.from_numpy: writes to either show in the other.
+
+    >>> import numpy as np
+    >>> a = np.zeros(2, "float32")
+    >>> t = from_numpy(a)
+    >>> a[0] = 5.0
+    >>> float(t.numpy()[0])
+    5.0
+    """
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
+    check_dtype(dtype_name(array.dtype), "from_numpy")
+    return Tensor.wrap(array)
+
+
 def _install_methods():
-    for table in (_math.OPERATORS, _math.METHODS, _shape.OPERATORS, _shape.METHODS, _nn_functions.METHODS,
-              _torch_methods.OPERATORS, _torch_methods.METHODS):
+    tables = (_math.OPERATORS, _math.METHODS, _inplace.METHODS, _shape.OPERATORS, _shape.METHODS,
+              _nn_functions.METHODS, _torch_methods.OPERATORS, _torch_methods.METHODS)
+    for table in tables:
         for name, fn in table.items():
             setattr(Tensor, name, fn)
 
@@ -68,7 +90,7 @@ _install_methods()
 
 __all__ = _shape.__all__ + _nn_functions.__all__ + _create.__all__ + _torch_methods.__all__ + [
     "Spec", "Tensor", "TraceError", "Traced", "abs", "add", "astype", "checkpoint", "cos", "divide", "equal",
-    "guard", "manual_seed",
+    "from_numpy", "guard", "manual_seed",
     "exp", "gelu", "greater", "greater_equal", "less", "less_equal", "log", "maximum", "minimum", "multiply",
     "negative", "not_equal", "power", "relu", "rsqrt", "sigmoid", "silu", "sin", "spec", "sqrt", "stop_gradient",
     "floor_divide", "log_sigmoid", "remainder",

@@ -22,11 +22,14 @@ def promote(*values) -> list[Tensor]:
         return list(values)  # the common case: nothing to promote
     if not any(isinstance(v, Tensor) for v in values):
         values = [v if isinstance(v, _SCALARS) else Tensor(v) for v in values]
-    tensors = [v for v in values if isinstance(v, Tensor)]
-    weak = {_kind(v) for v in values if not isinstance(v, Tensor)}
+    tensors = [v for v in values if isinstance(v, Tensor) and not v._weak]
+    weak = {_kind(v) for v in values if not isinstance(v, Tensor) or v._weak}
+    python_only = not tensors and any(isinstance(v, Tensor) for v in values)
+    if python_only:  # arithmetic on Python numbers passed to a compiled step: Python's own (64-bit) types
+        tensors = [v for v in values if isinstance(v, Tensor)]
     dtype = np.result_type(*[t.dtype for t in tensors]) if tensors else np.dtype("bool")
     if dtype.kind in "biu" and "f" in weak:
-        dtype = np.dtype("float32")
+        dtype = np.dtype("float64" if python_only else "float32")
     elif dtype.kind == "b" and weak & {"i", "u"}:
         dtype = np.dtype("int64")
     dtype = str(dtype)
@@ -47,6 +50,8 @@ _SCALARS = (bool, int, float, np.number, np.bool_)
 
 def _kind(v) -> str:
     """The dtype kind ("b", "i", "u", "f", ...) of a weak operand; Tensor() rejects the unsupported ones."""
+    if isinstance(v, Tensor):  # a Python number traced as an input of a compiled step
+        return np.dtype(v.dtype).kind
     if isinstance(v, (bool, np.bool_)):
         return "b"
     if isinstance(v, (int, np.integer)):
@@ -87,7 +92,9 @@ def divide(x1, x2) -> Tensor:
     """
     a, b = promote(x1, x2)
     if a.dtype in ("int32", "int64", "bool"):
-        a, b = astype(a, "float32"), astype(b, "float32")
+        # Python numbers passed to a compiled step (weak tensors) divide as Python's do: into float64
+        python = all(getattr(v, "_weak", False) or isinstance(v, (bool, int)) for v in (x1, x2))
+        a, b = astype(a, "float64" if python else "float32"), astype(b, "float64" if python else "float32")
     return apply("divide", [a, b])
 
 

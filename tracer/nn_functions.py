@@ -93,10 +93,13 @@ def dropout(x, p: float, *, seed=None, training: bool = True) -> Tensor:
         return x
     if float(p) == 1.0:  # every element dropped, as torch; no mask to draw and no gradient
         return apply("zeros_like", [x])
-    if seed is None:
+    if seed is None and active_trace() is not None:
+        # a parameter that each call of the compiled step draws; tracing draws nothing, so a seeded run
+        # gives the same masks whether its first call traced or replayed
+        seed_tensor = Tensor(np.zeros((), "int64"), name="seed")
+        seed_tensor._fresh_seed = True
+    elif seed is None:
         seed_tensor = Tensor(draw_seed(), name="seed")
-        if active_trace() is not None:
-            seed_tensor._fresh_seed = True  # the tracer makes it a parameter that grad() redraws per call
     elif isinstance(seed, Tensor):
         seed_tensor = seed
     else:

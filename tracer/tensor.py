@@ -61,8 +61,9 @@ def _cupy_module(a):
 
 
 def _as_array(value, dtype=None):
+    """A new array of value's data: a tensor owns its memory, as torch.tensor copies (from_numpy shares)."""
     if type(value).__module__.startswith("cupy"):
-        return value if dtype is None else value.astype(dtype)
+        return value.copy() if dtype is None else value.astype(dtype)
     if dtype is None and not isinstance(value, (np.ndarray, np.generic)):  # NumPy scalars keep their dtype
         probe = np.asarray(value)
         if probe.dtype == np.float64:  # Python floats default to float32, as in PyTorch
@@ -70,7 +71,7 @@ def _as_array(value, dtype=None):
         elif probe.dtype.kind in "iu" and probe.dtype != np.int32:
             dtype = "int64"
         value = probe
-    arr = np.asarray(value, dtype=dtype)
+    arr = np.array(value, dtype=dtype, copy=True)
     ir.types.check_dtype(str(arr.dtype), "tensor")
     return arr
 
@@ -86,7 +87,8 @@ class Tensor:
     ((2, 2), 'float32')
     """
 
-    __slots__ = ("_data", "_var", "_trace", "_name", "_in_trace", "_fresh_seed", "__weakref__")
+    # _weak: a Python number passed to a compiled step, traced as a 0-d input that promotes like the number
+    __slots__ = ("_data", "_var", "_trace", "_name", "_in_trace", "_fresh_seed", "_weak", "__weakref__")
     # __array_ufunc__ / __array_function__ (np.exp(t), ndarray * t, np.sum(t) -> Tensor) and __setitem__ are
     # installed from tracer/numpy_interop.py and tracer/setitem.py
 
@@ -106,13 +108,21 @@ class Tensor:
         # the trace it was made in (weakly: a kept constant must not keep the trace alive), where it is a
         # constant; any other trace captures it as a parameter
         self._in_trace = weakref.ref(ctx) if ctx is not None and _var is None else None
-        self._fresh_seed = False
+        self._fresh_seed = self._weak = False
 
     @classmethod
     def wrap(cls, array) -> Tensor:
         """A concrete Tensor around an array the library made itself (no copy, no checks)."""
         t = object.__new__(cls)
-        t._data, t._var, t._trace, t._name, t._in_trace, t._fresh_seed = array, None, None, "", None, False
+        t._data, t._var, t._trace, t._name, t._in_trace = array, None, None, "", None
+        t._fresh_seed = t._weak = False
+        return t
+
+    @classmethod
+    def traced(cls, var: Var, ctx, weak: bool = False) -> Tensor:
+        """A symbolic Tensor: the value of `var` in trace `ctx`."""
+        t = cls.wrap(None)
+        t._var, t._trace, t._weak = var, ctx, weak
         return t
 
     # ------------------------------------------------------------ basic properties
@@ -238,7 +248,8 @@ def to_expr(value, ctx) -> Expr:
         return value._var
     if value._in_trace and value._in_trace() is ctx and not value._fresh_seed:
         return Constant(value._data if isinstance(value._data, np.ndarray) else value._data.get())
-    return ctx.capture(value)
+    written = ctx.writes.get(id(value))  # an outside tensor the trace wrote to in place reads its new value
+    return written[1] if written is not None else ctx.capture(value)
 
 
 def apply(op_name: str, inputs, **attrs):
@@ -254,7 +265,9 @@ def apply(op_name: str, inputs, **attrs):
     var = ctx.builder.emit(make_call(op_name, args, attrs))
     if isinstance(var.type, ir.TupleType):
         return tuple(Tensor(_var=ctx.builder.get_item(var, i), _trace=ctx) for i in range(len(var.type.fields)))
-    return Tensor(_var=var, _trace=ctx)
+    # an op on Python numbers passed to the step alone still promotes like a Python number
+    weak = bool(inputs) and not op.tuple_input and all(t._weak for t in inputs)
+    return Tensor.traced(var, ctx, weak)
 
 
 def _run_eager(op_name, inputs, attrs):

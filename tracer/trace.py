@@ -39,6 +39,7 @@ class TraceContext:
         self.captured: dict[int, tuple[Tensor, Var]] = {}
         self.regions: list[tuple[int, int]] = []
         self.guards: list[tuple[object, object]] = []
+        self.writes: dict[int, tuple[Tensor, Var]] = {}  # outside tensors written in place: their new values
         self._region_depth = 0
         self._region_start = 0
 
@@ -66,12 +67,22 @@ class TraceContext:
 @dataclass
 class Traced:
     """What a trace produced: the module, the tensors it captured (parameters after the arguments'),
-    and how to rebuild the Python structure of the result."""
+    how to rebuild the Python structure of the result, and the in-place writes the function made:
+    ("arg", i, value) for its i-th argument, ("captured", k, value) for the k-th captured tensor.
+    `mod`'s function returns the result alone; `with_writes` appends the written values."""
 
     mod: IRModule
     captured: list[Tensor]
     out_tree: object
     guards: list[tuple[object, object]]
+    writes: list[tuple[str, int, ir.Expr]]
+    inputs: list[int]  # the positions of the arguments that are parameters (tensors, traced numbers)
+
+    def with_writes(self, fields: list[ir.Expr]) -> IRModule:
+        """The module whose function returns `fields` (its result's) followed by each written value."""
+        main = self.mod["main"]
+        body = ir.Tuple(list(fields) + [w[2] for w in self.writes])
+        return IRModule({"main": ir.Function(main.params, main.blocks, body)})
 
     def guards_hold(self) -> bool:
         """True while every Python value the trace depended on (see `guard`) is unchanged."""
@@ -86,7 +97,11 @@ def trace(fn, *args) -> IRModule:
     >>> [p.name for p in mod["main"].params]
     ['x', 'y']
     """
-    return trace_function(fn, args).mod
+    traced = trace_function(fn, args)
+    # writes to outside tensors are part of what fn computes: returned after its result. Writes to its own
+    # arguments are not (grad/value_and_grad write them back into the tensors or arrays passed).
+    traced.writes = [w for w in traced.writes if w[0] == "captured"]
+    return traced.with_writes([traced.mod["main"].body]) if traced.writes else traced.mod
 
 
 def _arg_names(fn, n: int) -> list[str]:
@@ -108,29 +123,50 @@ def arg_type(a) -> TensorType | None:
     return None
 
 
-def trace_function(fn, args, names=None) -> Traced:
+def is_scalar_input(a) -> bool:
+    """A Python number, which a compiled step takes as a 0-d input (one trace for every value)."""
+    return type(a) in (int, float)
+
+
+def scalar_type(a) -> TensorType:
+    return TensorType((), "float64" if type(a) is float else "int64")
+
+
+def trace_function(fn, args, names=None, scalars_as_inputs: bool = False) -> Traced:
+    """Trace fn on args. Python numbers among args are baked in, or with `scalars_as_inputs` become 0-d
+    parameters that promote as Python numbers do (weak), so one trace serves every value."""
     ctx = TraceContext()
     names = names or _arg_names(fn, len(args))
-    params, sym_args = [], []
-    for name, a in zip(names, args, strict=True):
+    params, sym_args, inputs = [], [], []
+    for i, (name, a) in enumerate(zip(names, args, strict=True)):
         t = arg_type(a)
+        weak = t is None and scalars_as_inputs and is_scalar_input(a)
+        if weak:
+            t = scalar_type(a)
         if t is None:  # Python values pass through unchanged (the trace specialises on them)
             sym_args.append(a)
             continue
         var = Var(name, t)
         params.append(var)
-        sym_args.append(Tensor(_var=var, _trace=ctx))
+        sym_args.append(Tensor.traced(var, ctx, weak))
+        inputs.append((i, sym_args[-1], var))
     push_trace(ctx)
     try:
         out = fn(*sym_args)
         body, tree = _flatten_output(out, ctx)
     finally:
         pop_trace()
-    bindings, body = _insert_checkpoint_markers(ctx.builder.bindings, ctx.regions, body)
+    keys = list(ctx.captured)
+    writes = [("arg", i, sym._var) for i, sym, var in inputs if sym._var is not var]
+    writes += [("captured", keys.index(k), v) for k, (_, v) in ctx.writes.items()]
+    full = ir.Tuple([body] + [w[2] for w in writes])
+    bindings, full = _insert_checkpoint_markers(ctx.builder.bindings, ctx.regions, full)
+    body, written = full.fields[0], full.fields[1:]
+    writes = [(kind, i, e) for (kind, i, _), e in zip(writes, written, strict=True)]
     captured = [t for t, _ in ctx.captured.values()]
     all_params = params + [v for _, v in ctx.captured.values()]
     fn_ir = ir.Function(all_params, [ir.Block(bindings)], body)
-    return Traced(IRModule({"main": fn_ir}), captured, tree, ctx.guards)
+    return Traced(IRModule({"main": fn_ir}), captured, tree, ctx.guards, writes, [i for i, _, _ in inputs])
 
 
 def _flatten_output(out, ctx):

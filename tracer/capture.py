@@ -1,0 +1,225 @@
+"""Where a traced function found the tensors it captured, so that each call reads the current ones.
+
+A compiled step must compute with the tensors the user's Python holds now, not with those it held when
+the step was traced. After a trace, `locate` searches the objects the function can reach (its closure
+cells, the globals its code names, defaults, `self` of a bound method, the attributes of objects and
+modules, list, tuple and dict items, the globals of methods those objects' classes define) for every
+captured tensor, and records each path to it. Before each call, `Sources.resolve` walks the paths again:
+
+- a path's intermediate objects (the model, its submodules, the list of layers, the closure's dict) must
+  be the very objects seen at trace time, and containers must keep their length: a new object there may
+  compute something else, so the step retraces;
+- at the end of every path there must be a concrete tensor of the traced shape, dtype and array type;
+  a new tensor object there is simply fed to the compiled step (`m.weight = nn.Parameter(...)`,
+  `w = w - lr * g` on a global or closure variable);
+- every path to one captured tensor must reach the same object (aliases that diverged retrace).
+
+A tensor found by no path (reached through a C extension, say) cannot be re-read: `locate` reports it
+and the caller retraces on every call instead, which is slower but never stale.
+"""
+from __future__ import annotations
+
+import functools
+import types
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .tensor import Tensor
+
+_MAX_EXPANSIONS = 20_000  # objects expanded during one search
+_MAX_DEPTH = 12
+_PATHS_PER_OBJECT = 4  # distinct routes recorded to one object (aliases), each checked on every call
+_ATOMS = (str, bytes, int, float, complex, bool, type(None), np.ndarray, np.generic, type, range, slice)
+_LIBRARY_MODULES = ("tracer", "ir", "autodiff", "nn", "numpy", "builtins", "functools", "typing", "abc")
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def _step(obj, kind: str, key):
+    """One step of a path; raises (LookupError, AttributeError, TypeError, ValueError) when it is gone."""
+    if kind == "attr":
+        return obj.__dict__[key]
+    if kind == "item":
+        return obj[key]
+    if kind == "cell":
+        return obj.__closure__[key].cell_contents
+    if kind == "global":
+        return obj.__globals__[key]
+    if kind == "default":
+        return obj.__defaults__[key]
+    if kind == "kwdefault":
+        return obj.__kwdefaults__[key]
+    if kind == "self":
+        return obj.__self__
+    if kind == "func":
+        return obj.__func__ if isinstance(obj, types.MethodType) else obj.func
+    if kind == "partial_arg":
+        return obj.args[key]
+    if kind == "partial_kw":
+        return obj.keywords[key]
+    if kind == "method":  # a function a class defines, for the globals its code reads
+        return getattr(type(obj), key)
+    raise AssertionError(kind)
+
+
+def _children(obj):
+    """(kind, key, child) for each object `obj` holds that may lead to a tensor."""
+    if isinstance(obj, types.FunctionType):
+        for i, cell in enumerate(obj.__closure__ or ()):
+            try:
+                yield "cell", i, cell.cell_contents
+            except ValueError:  # an empty cell (a name assigned later)
+                continue
+        glob = obj.__globals__
+        for name in sorted(_code_names(obj.__code__)):
+            if name in glob:
+                yield "global", name, glob[name]
+        for i, d in enumerate(obj.__defaults__ or ()):
+            yield "default", i, d
+        for k, d in (obj.__kwdefaults__ or {}).items():
+            yield "kwdefault", k, d
+        return
+    if isinstance(obj, types.MethodType):
+        yield "self", None, obj.__self__
+        yield "func", None, obj.__func__
+        return
+    if isinstance(obj, functools.partial):
+        yield "func", None, obj.func
+        for i, a in enumerate(obj.args):
+            yield "partial_arg", i, a
+        for k, a in obj.keywords.items():
+            yield "partial_kw", k, a
+        return
+    if isinstance(obj, (list, tuple)):
+        for i, item in enumerate(obj):
+            yield "item", i, item
+        return
+    if isinstance(obj, dict):
+        for k, item in list(obj.items()):
+            if isinstance(k, (str, int)) and not isinstance(k, bool):
+                yield "item", k, item
+        return
+    if isinstance(obj, types.ModuleType):
+        return  # a module's tensors are found through the globals of the functions that name them
+    attrs = getattr(obj, "__dict__", None)
+    if isinstance(attrs, dict):
+        for k, item in list(attrs.items()):
+            if isinstance(k, str):
+                yield "attr", k, item
+        for name in _user_methods(type(obj)):
+            yield "method", name, getattr(type(obj), name)
+
+
+@functools.lru_cache(maxsize=512)
+def _user_methods(cls) -> tuple[str, ...]:
+    names = []
+    for klass in cls.__mro__:
+        if klass.__module__.split(".")[0] in _LIBRARY_MODULES:
+            continue
+        names += [n for n, v in vars(klass).items() if isinstance(v, types.FunctionType) and n not in names]
+    return tuple(names)
+
+
+@dataclass
+class _Node:
+    """One step of one or more paths. `expect` is the object found there at trace time (guarded by
+    identity) for intermediate steps; leaves list the captured tensors they feed."""
+
+    kind: str
+    key: object
+    expect: object = None
+    length: int | None = None
+    children: list[_Node] = field(default_factory=list)
+    feeds: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Sources:
+    """The paths to each captured tensor, from the traced function and its non-tensor arguments."""
+
+    roots: list[tuple[int | None, _Node]]  # (argument index, or None for the function itself; its root node)
+    types: list[tuple]  # per captured tensor: (shape, dtype, array type) it must keep
+    missing: list[int]  # captured tensors no path reaches
+
+    def resolve(self, fn, args) -> list[Tensor] | None:
+        """The tensors to feed now, in captured order, or None when the step must be traced again."""
+        found: list[Tensor | None] = [None] * len(self.types)
+        stack = [(fn if i is None else args[i], node) for i, node in self.roots]
+        try:
+            while stack:
+                parent, node = stack.pop()
+                if node.kind == "root":  # the function itself, or an argument (equal by the cache key)
+                    stack.extend((parent, child) for child in node.children)
+                    continue
+                obj = _step(parent, node.kind, node.key)
+                if node.feeds:
+                    if not isinstance(obj, Tensor) or obj._var is not None:
+                        return None
+                    sig = (obj.shape, obj.dtype, type(obj._data))
+                    for k in node.feeds:
+                        if sig != self.types[k] or (found[k] is not None and found[k] is not obj):
+                            return None
+                        found[k] = obj
+                    continue
+                if obj is not node.expect or (node.length is not None and len(obj) != node.length):
+                    return None
+                stack.extend((obj, child) for child in node.children)
+        except (LookupError, AttributeError, TypeError, ValueError):
+            return None
+        return found
+
+
+def locate(fn, args, captured: list[Tensor]) -> Sources:
+    """Search what `fn` and its non-tensor arguments reach for each of `captured` (see the module doc)."""
+    wanted = {id(t): k for k, t in enumerate(captured) if not t._fresh_seed}
+    root_objs = [(None, fn)] + [(i, a) for i, a in enumerate(args) if not _is_atom(a) and not isinstance(a, Tensor)]
+    roots = [(i, _Node("root", None)) for i, _ in root_objs]
+    seen_paths: dict[int, int] = {}
+    reached: set[int] = set()
+    queue = deque((node, obj, 0) for (_, node), (_, obj) in zip(roots, root_objs, strict=True))
+    expansions = 0
+    while queue and expansions < _MAX_EXPANSIONS:
+        node, obj, depth = queue.popleft()
+        expansions += 1
+        if depth >= _MAX_DEPTH:
+            continue
+        for kind, key, child in _children(obj):
+            if isinstance(child, Tensor):
+                k = wanted.get(id(child))
+                if k is not None:
+                    node.children.append(_Node(kind, key, feeds=[k]))
+                    reached.add(k)
+                continue
+            if _is_atom(child) or seen_paths.get(id(child), 0) >= _PATHS_PER_OBJECT:
+                continue
+            seen_paths[id(child)] = seen_paths.get(id(child), 0) + 1
+            sub = _Node(kind, key, child, _length(child))
+            node.children.append(sub)
+            queue.append((sub, child, depth + 1))
+    for _, root in roots:
+        _prune(root)
+    types_ = [(t.shape, t.dtype, type(t._data)) for t in captured]
+    missing = [k for k in wanted.values() if k not in reached]
+    return Sources([(i, r) for i, r in roots if r.children], types_, missing)
+
+
+def _is_atom(obj) -> bool:
+    return isinstance(obj, _ATOMS) or type(obj).__module__.startswith("cupy")
+
+
+def _length(obj) -> int | None:
+    return len(obj) if isinstance(obj, (list, tuple, dict)) else None
+
+
+def _prune(node: _Node) -> bool:
+    """Drop the branches that lead to no captured tensor; True if this node leads to one."""
+    node.children = [c for c in node.children if _prune(c)]
+    return bool(node.children or node.feeds)

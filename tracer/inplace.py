@@ -1,0 +1,111 @@
+"""In-place updates, as in PyTorch: `w -= lr * g`, `w.copy_(v)`, `w.add_(g, alpha=-lr)`.
+
+An eager tensor changes in place (the same object, the same buffer), so every holder of it sees the new
+values. Inside a trace there is no buffer to write: a traced value is rebound to the new SSA value (every
+Python name holding the Tensor sees it), and an outside tensor that the traced function writes to (a
+running statistic, say) is recorded as a write: the compiled step returns its new value and writes it
+back into the tensor after each call, so a compiled step updates it as an eager call would.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .math import add, as_tensor, astype, divide, multiply, subtract
+from .tensor import Tensor, TraceError, active_trace, apply
+
+
+def write(self: Tensor, value: Tensor, what: str) -> Tensor:
+    """Make `self` hold `value`: the same shape, cast to self's dtype where the cast keeps its kind."""
+    if value.shape != self.shape:
+        raise RuntimeError(f"{what}: the result has shape {value.shape} but the tensor has shape {self.shape}; "
+                           "an in-place update cannot change a tensor's shape")
+    if value.dtype != self.dtype:
+        value = astype(value, self.dtype)
+    ctx = active_trace()
+    if ctx is None:
+        if self._var is not None:
+            raise TraceError(f"{what}: a traced value ({self._var.type}) escaped the trace that made it")
+        if not self._data.flags.writeable:
+            raise ValueError(f"{what}: the tensor's memory is read-only")
+        self._data[...] = value._data
+        return self
+    if value._var is None or value._trace is not ctx:  # a constant or a captured tensor: give it a name here
+        value = apply("broadcast_to", [value], shape=self.shape)
+    if self._var is not None:
+        if self._trace is not ctx:
+            raise TraceError(f"{what}: cannot update a value of an enclosing trace ({self._var.type}) in place "
+                             "from inside a nested one; return the new value instead")
+        self._var = value._var
+    elif self._in_trace is not None and self._in_trace() is ctx and not self._fresh_seed:
+        # a tensor made inside the traced function: from now on it is this traced value
+        self._data, self._var, self._trace, self._in_trace = None, value._var, ctx, None
+    else:
+        ctx.capture(self)  # a parameter even if never read, so that each call finds where to write
+        ctx.writes[id(self)] = (self, value._var)
+    return self
+
+
+def _checked_kind(self: Tensor, value: Tensor, what: str) -> Tensor:
+    if value.dtype != self.dtype and not np.can_cast(value.dtype, self.dtype, "same_kind"):
+        raise TypeError(f"{what}: the result has dtype {value.dtype}, which cannot be stored in the "
+                        f"{self.dtype} tensor in place (as in torch); use an out-of-place op")
+    return write(self, value, what)
+
+
+def _inplace(fn, what):
+    def method(self, other):
+        return _checked_kind(self, fn(self, other), what)
+    method.__name__ = what
+    method.__doc__ = f"In-place {fn.__name__}: `self = self {what[2:-2]} other` keeping self's object and dtype."
+    return method
+
+
+def copy_(self: Tensor, src) -> Tensor:
+    """Copy src's values into self (broadcast to self's shape, cast to its dtype), as torch's copy_.
+
+    >>> import tracer
+    >>> t = tracer.zeros((2,))
+    >>> t.copy_(tracer.tensor([1.0, 2.0])) is t, t.numpy().tolist()
+    (True, [1.0, 2.0])
+    """
+    src = as_tensor(src)
+    if src.shape != self.shape:
+        src = apply("broadcast_to", [src], shape=self.shape)
+    return write(self, src, "copy_")
+
+
+def add_(self: Tensor, other, alpha=1) -> Tensor:
+    """self += alpha * other, in place."""
+    return _checked_kind(self, add(self, other if alpha == 1 else multiply(other, alpha)), "add_")
+
+
+def sub_(self: Tensor, other, alpha=1) -> Tensor:
+    """self -= alpha * other, in place."""
+    return _checked_kind(self, subtract(self, other if alpha == 1 else multiply(other, alpha)), "sub_")
+
+
+def mul_(self: Tensor, other) -> Tensor:
+    """self *= other, in place."""
+    return _checked_kind(self, multiply(self, other), "mul_")
+
+
+def div_(self: Tensor, other) -> Tensor:
+    """self /= other, in place."""
+    return _checked_kind(self, divide(self, other), "div_")
+
+
+def zero_(self: Tensor) -> Tensor:
+    """Set every element to 0, in place."""
+    return copy_(self, np.zeros((), self.dtype))
+
+
+def fill_(self: Tensor, value) -> Tensor:
+    """Set every element to value, in place."""
+    return copy_(self, np.asarray(value, self.dtype))
+
+
+METHODS = {
+    "__iadd__": _inplace(add, "__iadd__"), "__isub__": _inplace(subtract, "__isub__"),
+    "__imul__": _inplace(multiply, "__imul__"), "__itruediv__": _inplace(divide, "__itruediv__"),
+    "copy_": copy_, "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "zero_": zero_, "fill_": fill_,
+}
