@@ -69,6 +69,14 @@ def test_true_division_of_integer_tensors_is_float32():
     assert mod["main"].ret_type.dtype == "float32"
 
 
+def test_python_integers_passed_to_a_compiled_step_divide_as_python():
+    x = tracer.tensor(np.ones(2, "float64"))
+    step = autodiff.value_and_grad(lambda x, n: (x * (n / 3)).sum(), wrt=[x])
+    for n in (1, 2, 7):
+        value, (g,) = step(x, n)
+        assert float(value) == 2 * (n / 3) and np.asarray(g).tolist() == [n / 3, n / 3]  # float64, not float32
+
+
 def test_ir_divide_keeps_truncating_integer_division():
     x1, x2 = ir.Var("x1", ir.TensorType((2,), "int64")), ir.Var("x2", ir.TensorType((2,), "int64"))
     bld = ir.Builder()
