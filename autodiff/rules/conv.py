@@ -9,6 +9,7 @@ from .registry import register_vjp
 
 _CONV = ("strides", "padding", "dilation", "groups")
 _POOL = ("pool_size", "strides", "padding", "dilation", "ceil_mode")
+_AVG = _POOL + ("count_include_pad",)
 
 
 def _attrs(call, names):
@@ -79,14 +80,14 @@ def grad_max_pool2d_gather_vjp(b, call, out, g):
 
 @register_vjp("nn.avg_pool2d")
 def nn_avg_pool2d_vjp(b, call, out, g):
-    """Forward: y = sum over each window of data / window size (padding counted)
-    Backward: ddata = avg_pool2d_backward(g): g / window size to every tap"""
+    """Forward: y = sum over each window of data / the window's divisor (its taps, padding counted or not)
+    Backward: ddata = avg_pool2d_backward(g): g / the divisor to every tap of the window"""
     (data,) = call.args
-    return [b.call("grad.avg_pool2d_backward", g, input_shape=data.type.shape, **_attrs(call, _POOL))]
+    return [b.call("grad.avg_pool2d_backward", g, input_shape=data.type.shape, **_attrs(call, _AVG))]
 
 
 @register_vjp("grad.avg_pool2d_backward")
 def grad_avg_pool2d_backward_vjp(b, call, out, g):
     """Forward: y = avg_pool2d_backward(output_grad) (the adjoint of avg_pool2d, linear)
     Backward: doutput_grad = avg_pool2d(g)"""
-    return [b.call("nn.avg_pool2d", g, **_attrs(call, _POOL))]
+    return [b.call("nn.avg_pool2d", g, **_attrs(call, _AVG))]

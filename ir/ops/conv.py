@@ -8,6 +8,8 @@ Padding is (top, left, bottom, right), as Relax writes it.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..types import TensorType
 from .common import require_float, same_dtype
 from .registry import Attr, declare, tensor_arg
@@ -57,18 +59,41 @@ def conv2d_shape(op, data_shape, weight_shape, strides, padding, dilation, group
 
 
 def pool2d_shape(op, data_shape, pool_size, strides, padding, dilation, ceil_mode):
+    """The pooled shape, as Relax infers it: floor((H + pads - span) / stride) + 1, or ceil with ceil_mode."""
     _check_window_attrs(op, strides, padding, dilation)
     if len(pool_size) != 2 or min(pool_size) < 1:
         raise op.error(f"pool_size must be 2 integers >= 1, got {list(pool_size)}")
-    if ceil_mode:
-        raise op.error("ceil_mode=True is not supported; pad the input instead")
     if len(data_shape) != 4:
         raise op.error(f"argument data must be NCHW (4-d), got shape {tuple(data_shape)}")
+    out_hw = pool_out_hw(op, data_shape[2:], pool_size, strides, padding, dilation, ceil_mode)
     for i in range(2):
-        # PyTorch's rule; it also guarantees that every max window holds at least one real element
-        if 2 * max(padding[i], padding[i + 2]) > dilation[i] * (pool_size[i] - 1) + 1:
-            raise op.error(f"padding {list(padding)} must be at most half the (dilated) window {list(pool_size)}")
-    return tuple(data_shape[:2]) + _out_hw(op, data_shape[2:], pool_size, strides, padding, dilation)
+        real = window_taps(data_shape[2 + i], pool_size[i], strides[i], padding[i], dilation[i], out_hw[i], False)
+        if real.size and real.min() == 0:
+            # Relax would pool padding alone here (PyTorch drops such a window); refuse rather than guess
+            raise op.error(f"window {int(real.argmin())} along axis {2 + i} covers only padding (data of shape "
+                           f"{tuple(data_shape)}, pool_size {list(pool_size)}, strides {list(strides)}, padding "
+                           f"{list(padding)}, ceil_mode={ceil_mode}); lower the padding or the stride")
+    return tuple(data_shape[:2]) + out_hw
+
+
+def pool_out_hw(op, hw, pool_size, strides, padding, dilation, ceil_mode) -> tuple[int, ...]:
+    out = []
+    for i, (size, k) in enumerate(zip(hw, pool_size, strict=True)):
+        span = dilation[i] * (k - 1) + 1
+        room = size + padding[i] + padding[i + 2] - span
+        if room < 0:
+            raise op.error(f"the {span}-wide (dilated) window does not fit argument data of spatial shape "
+                           f"{tuple(hw)} padded by {list(padding)}")
+        out.append((room + (strides[i] - 1 if ceil_mode else 0)) // strides[i] + 1)
+    return tuple(out)
+
+
+def window_taps(size, k, stride, before, dilation, out, include_pad, after=0):
+    """For each of `out` windows along one axis, how many of its k taps read the input (include_pad: the
+    input or its explicit padding, never the extra room ceil_mode adds): avg_pool2d's divisors."""
+    taps = (np.arange(out) * stride - before)[:, None] + dilation * np.arange(k)[None, :]
+    lo, hi = (-before, size + after - 1) if include_pad else (0, size - 1)
+    return ((taps >= lo) & (taps <= hi)).sum(axis=1)
 
 # ---------------------------------------------------------------- window helpers
 
@@ -185,7 +210,7 @@ def _conv2d_weight_backward(xp, g, data, strides, padding, dilation, groups, wei
 
 
 declare("nn.conv2d", ("data", "weight"), _CONV_ATTRS, infer=_infer_conv2d, kernel=_conv2d,
-        fixed={"data_layout": ("NCHW",), "kernel_layout": ("OIHW",), "out_layout": ("NCHW",),
+        fixed={"data_layout": ("NCHW",), "kernel_layout": ("OIHW",), "out_layout": ("NCHW", None),
                "out_dtype": ("void", "")})
 declare("grad.conv2d_input_backward", ("output_grad", "weight"), _CONV_ATTRS + (Attr("input_shape", "shape"),),
         infer=_infer_conv2d_input_backward, kernel=_conv2d_input_backward)

@@ -1,54 +1,77 @@
 """Pooling ops of the conv family: max_pool2d, avg_pool2d and their backward helpers.
 
-avg_pool2d counts the padding in its divisor (PyTorch's count_include_pad=True); max_pool2d pads
-with -inf, and its gradient goes to the first maximum of each window (row-major), as PyTorch's.
+Shapes follow Relax: ceil_mode=True rounds the window count up, the windows it adds reading past the
+padded input (as extra padding that no average counts). avg_pool2d divides by the taps that read the
+input and its padding (count_include_pad=True, PyTorch's default) or the input alone (False). max_pool2d
+pads with -inf, and its gradient goes to the first maximum of each window (row-major), as PyTorch's.
+A window that would read padding alone is refused when the op is built (see pool2d_shape).
 """
 from __future__ import annotations
 
 from ..types import TensorType
 from .common import require_float, same_dtype
-from .conv import _POOL_ATTRS, _out_hw, _pad, _scatter_windows, _windows, pool2d_shape
+from .conv import _POOL_ATTRS, _pad, _scatter_windows, _windows, pool2d_shape, pool_out_hw, window_taps
 from .registry import Attr, declare, tensor_arg
 
 
-def _infer_pool(op, types, pool_size, strides, padding, dilation, ceil_mode):
+def _infer_pool(op, types, pool_size, strides, padding, dilation, ceil_mode, count_include_pad=True):
     data = tensor_arg(op, types, 0)
     require_float(op, data, "data")
     return TensorType(pool2d_shape(op, data.shape, pool_size, strides, padding, dilation, ceil_mode), data.dtype)
 
 
-def _data_windows(xp, data, pool_size, strides, padding, dilation, value=0):
-    # the shape was validated by inference, so _out_hw needs no op to blame
-    out_hw = _out_hw(None, data.shape[2:], pool_size, strides, padding, dilation)
-    return _windows(xp, _pad(xp, data, padding, value), pool_size, strides, dilation, out_hw)
+def _geometry(in_hw, pool_size, strides, padding, dilation, ceil_mode):
+    """(out_hw, padding) with the room ceil_mode needs added to the bottom and right padding."""
+    out_hw = pool_out_hw(None, in_hw, pool_size, strides, padding, dilation, ceil_mode)  # validated already
+    extra = [max(0, (o - 1) * s + d * (k - 1) + 1 - (n + padding[i] + padding[i + 2]))
+             for i, (o, s, d, k, n) in enumerate(zip(out_hw, strides, dilation, pool_size, in_hw, strict=True))]
+    top, left, bottom, right = padding
+    return out_hw, (top, left, bottom + extra[0], right + extra[1])
+
+
+def _data_windows(xp, data, pool_size, strides, padding, dilation, ceil_mode, value=0):
+    out_hw, pad = _geometry(data.shape[2:], pool_size, strides, padding, dilation, ceil_mode)
+    return _windows(xp, _pad(xp, data, pad, value), pool_size, strides, dilation, out_hw)
+
+
+def _divisor(xp, in_hw, pool_size, strides, padding, dilation, ceil_mode, count_include_pad, dtype):
+    """(Ho, Wo): how many taps of each window avg_pool2d averages."""
+    out_hw = pool_out_hw(None, in_hw, pool_size, strides, padding, dilation, ceil_mode)
+    h, w = (window_taps(in_hw[i], pool_size[i], strides[i], padding[i], dilation[i], out_hw[i], count_include_pad,
+                        padding[i + 2]) for i in range(2))
+    return xp.asarray((h[:, None] * w[None, :]).astype(dtype))
 
 
 def _max_pool2d(xp, data, pool_size, strides, padding, dilation, ceil_mode):
-    return _data_windows(xp, data, pool_size, strides, padding, dilation, -xp.inf).max(axis=(4, 5))
+    return _data_windows(xp, data, pool_size, strides, padding, dilation, ceil_mode, -xp.inf).max(axis=(4, 5))
 
 
-def _avg_pool2d(xp, data, pool_size, strides, padding, dilation, ceil_mode):
-    win = _data_windows(xp, data, pool_size, strides, padding, dilation)
-    return win.sum(axis=(4, 5)) / data.dtype.type(pool_size[0] * pool_size[1])
+def _avg_pool2d(xp, data, pool_size, strides, padding, dilation, ceil_mode, count_include_pad):
+    win = _data_windows(xp, data, pool_size, strides, padding, dilation, ceil_mode)
+    div = _divisor(xp, data.shape[2:], pool_size, strides, padding, dilation, ceil_mode, count_include_pad,
+                   data.dtype)
+    return win.sum(axis=(4, 5)) / div
 
 
-def _argmax(xp, data, pool_size, strides, padding, dilation):
+def _argmax(xp, data, pool_size, strides, padding, dilation, ceil_mode):
     """Flat index (i * kw + j) of the first maximum of each window, shape (N, C, Ho, Wo)."""
-    win = _data_windows(xp, data, pool_size, strides, padding, dilation, -xp.inf)
+    win = _data_windows(xp, data, pool_size, strides, padding, dilation, ceil_mode, -xp.inf)
     return win.reshape(win.shape[:4] + (pool_size[0] * pool_size[1],)).argmax(axis=-1)  # never -1: N may be 0
 
 
-def _scatter(xp, cols, in_shape, pool_size, strides, padding, dilation):
+def _scatter(xp, cols, in_shape, pool_size, strides, padding, dilation, ceil_mode):
     """Per-window gradients (N, C, kh*kw, Ho, Wo) summed back into the data's shape."""
     n, c, _, ho, wo = cols.shape
     cols = cols.reshape((n, c) + tuple(pool_size) + (ho, wo))
-    return _scatter_windows(xp, cols, in_shape, strides, padding, dilation)
+    _, pad = _geometry(in_shape[2:], pool_size, strides, padding, dilation, ceil_mode)
+    return _scatter_windows(xp, cols, in_shape, strides, pad, dilation)
 
 
 # ---------------------------------------------------------------- backward helpers
 
 
-def _infer_pool_backward(op, types, pool_size, strides, padding, dilation, ceil_mode, input_shape=None):
+def _infer_pool_backward(op, types, pool_size, strides, padding, dilation, ceil_mode, count_include_pad=True,
+                         input_shape=None):
     g = tensor_arg(op, types, 0)
     require_float(op, g, "output_grad")
     if input_shape is None:  # max_pool2d_backward and max_pool2d_gather read the shape off data
@@ -62,16 +85,17 @@ def _infer_pool_backward(op, types, pool_size, strides, padding, dilation, ceil_
 
 
 def _max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil_mode):
-    am = _argmax(xp, data, pool_size, strides, padding, dilation)
+    am = _argmax(xp, data, pool_size, strides, padding, dilation, ceil_mode)
     one_hot = am[:, :, None] == xp.arange(pool_size[0] * pool_size[1])[:, None, None]
-    return _scatter(xp, g[:, :, None] * one_hot, data.shape, pool_size, strides, padding, dilation)
+    return _scatter(xp, g[:, :, None] * one_hot, data.shape, pool_size, strides, padding, dilation, ceil_mode)
 
 
-def _avg_pool2d_backward(xp, g, pool_size, strides, padding, dilation, ceil_mode, input_shape):
+def _avg_pool2d_backward(xp, g, pool_size, strides, padding, dilation, ceil_mode, count_include_pad, input_shape):
     k = pool_size[0] * pool_size[1]
-    share = g[:, :, None] / g.dtype.type(k)
+    share = g[:, :, None] / _divisor(xp, input_shape[2:], pool_size, strides, padding, dilation, ceil_mode,
+                                     count_include_pad, g.dtype)
     cols = xp.broadcast_to(share, share.shape[:2] + (k,) + share.shape[3:])  # the same share at every offset
-    return _scatter(xp, cols, input_shape, pool_size, strides, padding, dilation)
+    return _scatter(xp, cols, input_shape, pool_size, strides, padding, dilation, ceil_mode)
 
 
 def _infer_max_gather(op, types, pool_size, strides, padding, dilation, ceil_mode):
@@ -84,21 +108,20 @@ def _infer_max_gather(op, types, pool_size, strides, padding, dilation, ceil_mod
 
 def _max_pool2d_gather(xp, x, data, pool_size, strides, padding, dilation, ceil_mode):
     # x at the position where max_pool2d(data) found each window's maximum
-    am = _argmax(xp, data, pool_size, strides, padding, dilation)
-    win = _data_windows(xp, x, pool_size, strides, padding, dilation)
+    am = _argmax(xp, data, pool_size, strides, padding, dilation, ceil_mode)
+    win = _data_windows(xp, x, pool_size, strides, padding, dilation, ceil_mode)
     flat = win.reshape(win.shape[:4] + (pool_size[0] * pool_size[1],))
     return xp.take_along_axis(flat, am[..., None], axis=-1)[..., 0]
 
 
-_LAYOUT = {"layout": ("NCHW",), "out_layout": ("NCHW",)}
+_LAYOUT = {"layout": ("NCHW",), "out_layout": ("NCHW", None)}  # None: the same as layout, in Relax
+_AVG_ATTRS = _POOL_ATTRS + (Attr("count_include_pad", "bool", True),)
 declare("nn.max_pool2d", ("data",), _POOL_ATTRS, infer=_infer_pool, kernel=_max_pool2d,
         fixed={**_LAYOUT, "count_include_pad": (False, True)})  # no padding is ever counted in a max
-# padding is counted in the average, as PyTorch's default count_include_pad=True
-declare("nn.avg_pool2d", ("data",), _POOL_ATTRS, infer=_infer_pool, kernel=_avg_pool2d,
-        fixed={**_LAYOUT, "count_include_pad": (True,)})
+declare("nn.avg_pool2d", ("data",), _AVG_ATTRS, infer=_infer_pool, kernel=_avg_pool2d, fixed=_LAYOUT)
 declare("grad.max_pool2d_backward", ("output_grad", "data"), _POOL_ATTRS, infer=_infer_pool_backward,
         kernel=_max_pool2d_backward)
-declare("grad.avg_pool2d_backward", ("output_grad",), _POOL_ATTRS + (Attr("input_shape", "shape"),),
+declare("grad.avg_pool2d_backward", ("output_grad",), _AVG_ATTRS + (Attr("input_shape", "shape"),),
         infer=_infer_pool_backward, kernel=_avg_pool2d_backward)
 # The adjoint of max_pool2d_backward in its output_grad: the VJP of the backward op (second order).
 declare("grad.max_pool2d_gather", ("x", "data"), _POOL_ATTRS, infer=_infer_max_gather, kernel=_max_pool2d_gather)

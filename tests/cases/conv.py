@@ -211,3 +211,44 @@ CASES = [
            lambda g: avg_pool_backward_ref(g, (1, 2, 7, 6), (3, 3), 2, 1), [rand(1, 2, 4, 3, seed=3)],
            ("grad.avg_pool2d_backward",)),
 ]
+
+
+def relax_pool_ref(x, k, stride, pad, kind, ceil_mode=False, count_include_pad=True):
+    """Relax's pooling written out: ceil_mode adds the windows a rounded-up count needs, reading past the
+    padded input; an average divides by the taps inside the input (and its padding when counted)."""
+    n, c, h, w = x.shape
+    top, left, bottom, right = pad
+    out = [(size + lo + hi - kk + (s - 1 if ceil_mode else 0)) // s + 1
+           for size, lo, hi, kk, s in ((h, top, bottom, k[0], stride[0]), (w, left, right, k[1], stride[1]))]
+    y = np.zeros((n, c, *out))
+    for i, j in np.ndindex(*out):
+        rows = [i * stride[0] + a - top for a in range(k[0])]
+        cols = [j * stride[1] + b - left for b in range(k[1])]
+        real = [(r, q) for r in rows for q in cols if 0 <= r < h and 0 <= q < w]
+        vals = x[:, :, [r for r, _ in real], [q for _, q in real]].astype("float64")
+        if kind == "max":
+            y[:, :, i, j] = vals.max(-1)
+            continue
+        counted = (sum(-top <= r < h + bottom for r in rows) * sum(-left <= q < w + right for q in cols)
+                   if count_include_pad else len(real))
+        y[:, :, i, j] = vals.sum(-1) / counted
+    return y.astype(x.dtype)
+
+
+def _relax_pool(name, x, k, stride, pad, kind, ceil_mode=False, count_include_pad=True):
+    attrs = dict(pool_size=k, strides=stride, padding=pad, ceil_mode=ceil_mode)
+    if kind == "avg":
+        attrs["count_include_pad"] = count_include_pad
+    return OpCase(name, lambda t: apply(f"nn.{kind}_pool2d", [t], **attrs),
+                  lambda a: relax_pool_ref(a, k, stride, pad, kind, ceil_mode, count_include_pad), [x],
+                  (f"nn.{kind}_pool2d",))
+
+
+CASES += [  # Relax's pooling forms: ceil_mode, padding up to the window, count_include_pad=False
+    _relax_pool("avg_pool2d_ceil_exclude_pad", rand(2, 3, 5, 5), (2, 2), (2, 2), (0, 0, 0, 0), "avg", True, False),
+    _relax_pool("avg_pool2d_ceil_include_pad", rand(1, 2, 5, 6), (3, 3), (2, 2), (1, 1, 1, 1), "avg", True, True),
+    _relax_pool("avg_pool2d_pad2_k3_exclude", rand(1, 2, 4, 5), (3, 3), (1, 2), (2, 2, 2, 1), "avg", False, False),
+    _relax_pool("avg_pool2d_pad2_k3_include", rand(1, 1, 4, 4), (3, 3), (2, 2), (2, 0, 2, 2), "avg", False, True),
+    _relax_pool("max_pool2d_ceil_pad", rand(1, 2, 5, 5), (2, 2), (2, 2), (1, 1, 0, 0), "max", True),
+    _relax_pool("max_pool2d_pad2_k3", rand(2, 1, 4, 5), (3, 3), (2, 1), (2, 2, 2, 2), "max", False),
+]
