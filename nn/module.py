@@ -72,6 +72,10 @@ class Module:
     ['scale']
     """
 
+    # dicts that mirror attributes (every entry is also set on the instance, which is what forward reads):
+    # tracer.capture, re-finding captured tensors before each compiled call, follows the attributes alone
+    _capture_mirrors = ("_parameters", "_modules", "_buffers")
+
     def __init__(self):
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_modules", {})

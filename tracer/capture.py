@@ -20,6 +20,7 @@ and the caller retraces on every call instead, which is slower but never stale.
 from __future__ import annotations
 
 import functools
+import operator
 import types
 from collections import deque
 from dataclasses import dataclass, field
@@ -111,8 +112,9 @@ def _children(obj):
         return  # a module's tensors are found through the globals of the functions that name them
     attrs = getattr(obj, "__dict__", None)
     if isinstance(attrs, dict):
+        mirrors = getattr(type(obj), "_capture_mirrors", ())  # registries whose entries are attributes too
         for k, item in list(attrs.items()):
-            if isinstance(k, str):
+            if isinstance(k, str) and k not in mirrors:
                 yield "attr", k, item
         for name in _user_methods(type(obj)):
             yield "method", name, getattr(type(obj), name)
@@ -143,38 +145,68 @@ class _Node:
 
 @dataclass
 class Sources:
-    """The paths to each captured tensor, from the traced function and its non-tensor arguments."""
+    """The paths to each captured tensor, from the traced function and its non-tensor arguments, flattened
+    into one list of steps in depth-first order: (parent slot, getter, expected object, expected length,
+    captured indices fed). Slot 0 is the function, slot 1 + i its i-th argument; step j fills slot
+    2 + len(args) + j."""
 
-    roots: list[tuple[int | None, _Node]]  # (argument index, or None for the function itself; its root node)
+    program: list[tuple]
     types: list[tuple]  # per captured tensor: (shape, dtype, array type) it must keep
     missing: list[int]  # captured tensors no path reaches
+    n_args: int
 
     def resolve(self, fn, args) -> list[Tensor] | None:
         """The tensors to feed now, in captured order, or None when the step must be traced again."""
-        found: list[Tensor | None] = [None] * len(self.types)
-        stack = [(fn if i is None else args[i], node) for i, node in self.roots]
+        if len(args) != self.n_args:
+            return None
+        found: list = [None] * len(self.types)
+        slots = [fn, *args]
+        types_ = self.types
         try:
-            while stack:
-                parent, node = stack.pop()
-                if node.kind == "root":  # the function itself, or an argument (equal by the cache key)
-                    stack.extend((parent, child) for child in node.children)
-                    continue
-                obj = _step(parent, node.kind, node.key)
-                if node.feeds:
-                    if not isinstance(obj, Tensor) or obj._var is not None:
+            for parent, get, expect, length, feeds in self.program:
+                obj = get(slots[parent])
+                slots.append(obj)
+                if feeds is None:
+                    if obj is not expect or (length is not None and len(obj) != length):
                         return None
-                    sig = (obj.shape, obj.dtype, type(obj._data))
-                    for k in node.feeds:
-                        if sig != self.types[k] or (found[k] is not None and found[k] is not obj):
+                    continue
+                if type(obj) is not Tensor and not isinstance(obj, Tensor) or obj._var is not None:
+                    return None
+                data = obj._data
+                for k in feeds:
+                    shape, dtype, kind = types_[k]
+                    if found[k] is None:
+                        if type(data) is not kind or data.shape != shape or data.dtype != dtype:
                             return None
                         found[k] = obj
-                    continue
-                if obj is not node.expect or (node.length is not None and len(obj) != node.length):
-                    return None
-                stack.extend((obj, child) for child in node.children)
+                    elif found[k] is not obj:
+                        return None
         except (LookupError, AttributeError, TypeError, ValueError):
             return None
         return found
+
+
+def _getter(kind: str, key):
+    """The step of a path as a function of the object it starts from."""
+    if kind == "attr":
+        return lambda o: o.__dict__[key]
+    if kind == "item":
+        return operator.itemgetter(key)
+    return functools.partial(_step, kind=kind, key=key)
+
+
+def _flatten(roots, n_args: int) -> list[tuple]:
+    program: list[tuple] = []
+
+    def visit(node: _Node, slot: int) -> None:
+        for child in node.children:
+            feeds = child.feeds or None
+            program.append((slot, _getter(child.kind, child.key), child.expect, child.length, feeds))
+            visit(child, n_args + len(program))
+
+    for i, root in roots:
+        visit(root, 0 if i is None else 1 + i)
+    return program
 
 
 def locate(fn, args, captured: list[Tensor]) -> Sources:
@@ -206,9 +238,9 @@ def locate(fn, args, captured: list[Tensor]) -> Sources:
             queue.append((sub, child, depth + 1))
     for _, root in roots:
         _prune(root)
-    types_ = [(t.shape, t.dtype, type(t._data)) for t in captured]
+    types_ = [(t._data.shape, t._data.dtype, type(t._data)) for t in captured]
     missing = [k for k in wanted.values() if k not in reached]
-    return Sources([(i, r) for i, r in roots if r.children], types_, missing)
+    return Sources(_flatten(roots, len(args)), types_, missing, len(args))
 
 
 def _is_atom(obj) -> bool:
