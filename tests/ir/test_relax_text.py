@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import ir
+from tests.nn import references as ref
 
 TVM_PRINTED = '''
 # from tvm.script import ir as I
@@ -35,7 +36,22 @@ def test_tvm_printed_module_parses_verifies_and_runs():
     rng = np.random.default_rng(0)
     args = [rng.normal(size=p.type.shape).astype("float32") for p in mod["main"].params]
     out = ir.Executor(mod, check_types=True)["main"](*args)
-    assert out.shape == () and np.isfinite(out)
+    logp = _tvm_printed_in_numpy(*args)
+    assert out.shape == () and out.dtype == np.float32
+    np.testing.assert_allclose(out, logp.sum(), rtol=1e-5)
+    # every output value, not only their sum: the same text returning lv8
+    per_row = TVM_PRINTED.replace('-> R.Tensor((), dtype="float32")', '-> R.Tensor((8, 5), dtype="float32")')
+    per_row = per_row.replace("R.output(gv)\n        return gv", "R.output(lv8)\n        return lv8")
+    np.testing.assert_allclose(ir.Executor(ir.parse(per_row))["main"](*args), logp, rtol=1e-5, atol=1e-5, strict=True)
+
+
+def _tvm_printed_in_numpy(x, w, g, b, p):
+    """TVM_PRINTED's log-probabilities (8, 5), in float64 loops (tests/nn/references.py)."""
+    x, w, g, b, p = (a.astype(np.float64) for a in (x, w, g, b, p))
+    h = np.maximum(ref.conv2d(x, w, padding=(1, 1)), 0)
+    h = ref.pool2d(h, (2, 2), (2, 2), (0, 0), "max")  # the 1x1 average pool after it is the identity
+    h = ref.layer_norm(h.reshape(8, 16), g, b) @ p
+    return h - np.log(np.exp(h - h.max(-1, keepdims=True)).sum(-1, keepdims=True)) - h.max(-1, keepdims=True)
 
 
 @pytest.mark.parametrize("attr, value", [("data_layout", '"NHWC"'), ("out_dtype", '"float16"')])
