@@ -222,12 +222,16 @@ def clip_grad_norm(grads, max_norm: float):
 
     Functional, unlike torch.nn.utils.clip_grad_norm_: here gradients are values returned by
     autodiff.grad, not `.grad` attributes, so the clipped list is returned and the inputs are untouched.
+    A dict of gradients (from `grad(wrt=dict)`) gives a dict with the same keys.
 
     >>> import numpy as np
     >>> clipped, norm = clip_grad_norm([np.array([3.0, 4.0])], max_norm=1.0)
     >>> norm, clipped[0].round(3).tolist()
     (5.0, [0.6, 0.8])
     """
+    if isinstance(grads, Mapping):
+        clipped, total = clip_grad_norm(list(grads.values()), max_norm)
+        return dict(zip(grads, clipped, strict=True)), total
     arrays = [as_array(g) for g in grads]
     total = math.sqrt(sum(float((a.astype("float64") ** 2).sum()) for a in arrays))
     coef = max_norm / (total + 1e-6)
