@@ -126,6 +126,12 @@ def test_optimizers_take_the_dict_that_grad_returns(make):
         np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-6, err_msg=name)
 
 
+def test_clip_grad_norm_keeps_a_dict_a_dict():
+    clipped, norm = optim.clip_grad_norm({"a": np.array([3.0]), "b": np.array([4.0])}, max_norm=1.0)
+    assert norm == 5.0 and list(clipped) == ["a", "b"]
+    np.testing.assert_allclose([clipped["a"][0], clipped["b"][0]], [0.6, 0.8], rtol=1e-5)
+
+
 def test_optimizers_refuse_mismatched_keys():
     model = nn.Linear(2, 2)
     opt = optim.SGD(dict(model.named_parameters()), lr=0.1)
