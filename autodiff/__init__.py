@@ -1,6 +1,6 @@
 """Reverse-mode automatic differentiation: the Gradient pass, its VJP rules, and grad/value_and_grad."""
-from .api import grad, gradcheck, value_and_grad
+from .api import TraceMismatchError, grad, gradcheck, value_and_grad
 from .gradient import Gradient
 from .rules import VJPS, register_vjp
 
-__all__ = ["Gradient", "VJPS", "grad", "gradcheck", "register_vjp", "value_and_grad"]
+__all__ = ["Gradient", "TraceMismatchError", "VJPS", "grad", "gradcheck", "register_vjp", "value_and_grad"]

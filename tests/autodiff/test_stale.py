@@ -11,7 +11,7 @@ import pytest
 import autodiff
 import nn
 import tracer
-from autodiff.api import TraceMismatchError
+from autodiff import TraceMismatchError
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(8, 2)).astype("float32")
