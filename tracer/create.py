@@ -14,7 +14,7 @@ import numpy as np
 
 import ir
 
-from .math import as_tensor
+from .math import as_tensor, astype
 from .rng import Generator, draw_seed
 from .shape import _size_args, concat, zeros, zeros_like
 from .tensor import Tensor, active_trace, apply
@@ -31,9 +31,12 @@ def _seed(fn: str, generator, seed) -> Tensor:
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise TypeError(f"{fn}: seed must be an int, got {seed!r}")
         return Tensor(np.asarray(seed, dtype="int64"))
-    t = Tensor(draw_seed(), name="seed")
-    if active_trace() is not None:
-        t._fresh_seed = True  # a parameter of the trace that grad() redraws per call, as dropout's seed
+    if active_trace() is None:
+        return Tensor(draw_seed(), name="seed")
+    # as dropout's seed: a parameter that each call of the compiled step draws; tracing draws nothing, so a
+    # seeded run gives the same values whether or not this call traced
+    t = Tensor(np.zeros((), "int64"), name="seed")
+    t._fresh_seed = True
     return t
 
 
@@ -99,7 +102,10 @@ def randint_like(x, low: int = 0, high: int | None = None, *, dtype: str | None 
     """Integers in low..high-1 of x's shape (`randint_like(x, high)` or `randint_like(x, low, high)`)."""
     x = as_tensor(x)
     low, high = (0, low) if high is None else (low, high)
-    return randint(low, high, x.shape, dtype=dtype or x.dtype, generator=generator, seed=seed)
+    dtype = dtype or x.dtype
+    out = randint(low, high, x.shape, dtype=dtype if dtype in ("int32", "int64") else "int64", generator=generator,
+                  seed=seed)
+    return astype(out, dtype)  # whole numbers in x's dtype, as torch.randint_like of a float tensor
 
 
 def empty(*size, dtype: str | None = None) -> Tensor:

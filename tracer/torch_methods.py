@@ -17,9 +17,21 @@ import ir
 from . import numpy_interop
 from . import shape as _shape
 from .math import abs as _abs
-from .math import as_tensor, astype, greater, less, negative, not_equal, stop_gradient, subtract, where
+from .math import (
+    as_tensor,
+    astype,
+    greater,
+    less,
+    maximum,
+    minimum,
+    negative,
+    not_equal,
+    stop_gradient,
+    subtract,
+    where,
+)
 from .setitem import setitem
-from .tensor import Tensor, active_trace, apply, array_module_of, dtype_name
+from .tensor import Tensor, active_trace, apply, array_module_of, dtype_name, to_expr
 
 # ---------------------------------------------------------------- spellings
 
@@ -218,10 +230,14 @@ def logsumexp(x, axis=None, keepdims: bool = False) -> Tensor:
     >>> import tracer
     >>> round(tracer.tensor([1000.0, 1000.0]).logsumexp(0).item(), 3)
     1000.693
+    >>> tracer.tensor([-float("inf")] * 2).logsumexp(0).item()
+    -inf
     """
     x = as_tensor(x)
-    m = stop_gradient(_shape.max(x, axis=axis, keepdims=True))
-    m = where(less(_abs(m), float("inf")), m, 0.0)  # an all -inf (or inf) slice: shift by 0 instead
+    # the shift is clipped to finite values, so an all -inf slice gives exp(-inf) = 0 and log(0) = -inf, and
+    # an inf gives inf, as torch
+    info = np.finfo(x.dtype)
+    m = stop_gradient(minimum(maximum(_shape.max(x, axis=axis, keepdims=True), float(info.min)), float(info.max)))
     s = _shape.sum((x - m).exp(), axis=axis, keepdims=True).log() + m
     if keepdims:
         return s
@@ -327,6 +343,21 @@ def _to_device(x: Tensor, device: str) -> Tensor:
     return x
 
 
+def clone(self) -> Tensor:
+    """A copy: writes to it (`y[0] = 1`, `y += 1`) leave `self` alone. Inside a trace values are never
+    shared, so it is a new Tensor holding the same value, with no op."""
+    ctx = active_trace()
+    if self._var is None and (ctx is None or self._in_trace is not None and self._in_trace() is ctx):
+        copy = self._data.copy()
+        return Tensor.wrap(copy) if ctx is None else Tensor(copy)  # in a trace, a constant of the copy
+    if ctx is None:
+        self._concrete("clone()")  # a traced value that escaped its trace: the usual error
+    expr = to_expr(self, ctx)
+    if isinstance(expr, ir.Var):
+        return Tensor(_var=expr, _trace=ctx)
+    return apply("broadcast_to", [self], shape=self.shape)
+
+
 def _caster(dtype):
     def fn(self) -> Tensor:
         return astype(self, dtype)
@@ -370,7 +401,7 @@ METHODS = {
     "view": view, "flatten": flatten, "unflatten": unflatten, "unsqueeze": unsqueeze, "permute": permute,
     "expand": expand, "repeat": repeat, "chunk": chunk, "clamp": clamp, "clip": clamp, "masked_fill": masked_fill,
     "argmin": argmin, "cumsum": cumsum, "logsumexp": logsumexp, "std": std, "norm": norm,
-    "detach": detach, "to": to, "tolist": tolist, "numel": numel, "dim": dim, "contiguous": contiguous,
+    "detach": detach, "clone": clone, "to": to, "tolist": tolist, "numel": numel, "dim": dim, "contiguous": contiguous,
     **{f.__name__: f for f in map(_caster, ("float32", "float64", "float16", "int64", "int32", "bool"))},
 }
 
