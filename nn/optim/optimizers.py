@@ -109,6 +109,11 @@ class Optimizer(ABC):
                              f"{missing}, unexpected {unexpected}")
         return [grads[n] for n in names]
 
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Does nothing, on purpose: gradients are passed to step(), never accumulated on the parameters,
+        so there is nothing to clear. It exists so that torch training loops run unchanged."""
+        return None
+
     @abstractmethod
     def _update(self, p, g, state: dict) -> None:
         """Update parameter array p in place from gradient g, with this parameter's state."""
