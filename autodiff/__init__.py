@@ -1,6 +1,8 @@
 """Reverse-mode automatic differentiation: the Gradient pass, its VJP rules, and grad/value_and_grad."""
 from .api import TraceMismatchError, grad, gradcheck, value_and_grad
 from .gradient import Gradient
+from .planner import plan_checkpoints
 from .rules import VJPS, register_vjp
 
-__all__ = ["Gradient", "TraceMismatchError", "VJPS", "grad", "gradcheck", "register_vjp", "value_and_grad"]
+__all__ = ["Gradient", "TraceMismatchError", "VJPS", "grad", "gradcheck", "plan_checkpoints", "register_vjp",
+           "value_and_grad"]

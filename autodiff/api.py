@@ -26,6 +26,7 @@ from tracer.tensor import active_trace, apply, to_expr
 from tracer.trace import Spec, Traced, arg_type, is_scalar_input, trace_function
 
 from .gradient import Gradient
+from .planner import parse_budget, plan_checkpoints
 
 
 class TraceMismatchError(RuntimeError):
@@ -72,8 +73,9 @@ _CACHE_PER_SIGNATURE = 8  # traces kept per input signature (older ones hold old
 
 
 class _GradFunction:
-    def __init__(self, fn, wrt, has_aux: bool, return_value: bool, check: bool = False):
+    def __init__(self, fn, wrt, has_aux: bool, return_value: bool, check: bool = False, memory_budget=None):
         self.fn, self.has_aux, self.return_value, self.check = fn, has_aux, return_value, check
+        self.memory_budget = None if memory_budget is None else parse_budget(memory_budget)
         self.static_scalars = False  # set when fn cannot take its Python-number arguments as traced inputs
         self.warned_missing = False
         self.leaves, self.rebuild = _flatten_wrt(wrt)
@@ -99,6 +101,15 @@ class _GradFunction:
         if self.last is None:
             raise RuntimeError("no call yet: the module is traced on the first call")
         return self.last.executor.stats
+
+    def memory_profile(self) -> ir.MemoryProfile:
+        """The memory timeline of the last call's step (see `ir.memory_profile`): it runs the compiled
+        main_adjoint once more, on zeros of the same shapes and dtypes (bytes depend on nothing else)."""
+        if self.last is None:
+            raise RuntimeError("no call yet: memory_profile() describes the step the last call ran")
+        mod, ex = self.last.mod, self.last.executor
+        arrays = [ir.memory.zeros_for(ex.xp, p.type) for p in mod["main_adjoint"].params]
+        return ir.memory_profile(mod, "main_adjoint", *arrays, device=ex.device)
 
     def __call__(self, *args):
         ctx = active_trace()
@@ -211,7 +222,10 @@ class _GradFunction:
             tree = traced.out_tree
             if tree == "tensor" or len(tree[1]) != 2:
                 raise TypeError("has_aux=True: fn must return a pair (value, aux)")
-        mod = Gradient("main", require_grads=require, target_index=0)(_with_writes(traced, self.has_aux))
+        source = _with_writes(traced, self.has_aux)
+        if self.memory_budget is not None:  # the planner writes its checkpoint regions into main
+            source = plan_checkpoints(source, self.memory_budget, require_grads=require, target_index=0)
+        mod = Gradient("main", require_grads=require, target_index=0)(source)
         mod = ir.transform.cleanup()(mod)
         ir.verify(mod)
         return mod, slots
@@ -371,14 +385,17 @@ def grad(fn, wrt, has_aux: bool = False):
     return _GradFunction(fn, wrt, has_aux, return_value=False)
 
 
-def value_and_grad(fn, wrt, has_aux: bool = False, *, check: bool = False):
+def value_and_grad(fn, wrt, has_aux: bool = False, *, check: bool = False, memory_budget=None):
     """Like `grad`, returning `(value, gradients)`, or `((value, aux), gradients)` with has_aux.
 
     check=True (or the environment variable TRACEGRAD_CHECK=1) traces fn again on every call and raises
     TraceMismatchError, naming the first difference, when the new trace differs from the one the step would
     replay: the way to find a Python value read from outside that was baked into the trace.
+
+    memory_budget (bytes, or a string like "64MiB") lets `autodiff.plan_checkpoints` choose checkpoint
+    regions so that the step's peak_bytes fits it with the least recomputation; ValueError when no plan can.
     """
-    return _GradFunction(fn, wrt, has_aux, return_value=True, check=check)
+    return _GradFunction(fn, wrt, has_aux, return_value=True, check=check, memory_budget=memory_budget)
 
 
 def gradcheck(fn, *args, eps: float = 1e-6, rtol: float = 1e-5, atol: float = 1e-7) -> bool:

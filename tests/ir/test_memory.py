@@ -7,7 +7,7 @@ import pytest
 import autodiff
 import ir
 import tracer
-from ir.memory import checkpoint_regions, format_bytes
+from ir.memory import checkpoint_regions, estimate_peak_bytes, format_bytes
 
 
 def adjoint_of(fn, *specs):
@@ -136,3 +136,15 @@ def test_views_count_once_where_their_buffer_is():
     assert prof.peak_bytes == 2048 + 4096
     assert [(v.name, v.bytes, v.view_of) for v in prof.at_peak] == [
         ("lv3", 4096, None), ("lv1", 2048, None), ("lv2", 0, "lv1")]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_estimate_without_running_matches_the_executor(name):
+    fn, specs = CASES[name]
+    mod = adjoint_of(fn, *specs)
+    ex = ir.Executor(mod)
+    ex["main_adjoint"](*arrays_for(mod["main_adjoint"]))
+    assert estimate_peak_bytes(mod["main_adjoint"]) == ex.stats.peak_bytes
+    main = ir.Executor(mod)
+    main["main"](*arrays_for(mod["main"]))
+    assert estimate_peak_bytes(mod["main"]) == main.stats.peak_bytes
