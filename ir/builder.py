@@ -52,10 +52,12 @@ class Builder:
 
 
 def const(value, dtype: str = "float32") -> Constant:
+    """A Constant holding `value` as an array of `dtype`."""
     return Constant(np.asarray(value, dtype=dtype))
 
 
 def as_expr(value) -> Expr:
+    """`value` as an IR expression: an Expr as it is, a list or tuple as an ir.Tuple (wrap numbers with const)."""
     if isinstance(value, Expr):
         return value
     if isinstance(value, (list, tuple)):

@@ -63,6 +63,7 @@ def _kind(v) -> str:
 
 
 def astype(x, dtype: str) -> Tensor:
+    """x converted to `dtype` (x itself when it already has it), as NumPy's astype."""
     x = as_tensor(x)
     return x if x.dtype == dtype else apply("astype", [x], dtype=dtype)
 

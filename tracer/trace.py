@@ -181,6 +181,7 @@ def _flatten_output(out, ctx):
 
 
 def unflatten_output(tree, value):
+    """Rebuild a traced function's nested tuples and lists from its values and the structure `tree`."""
     if tree == "tensor":
         return value
     kind, subtrees = tree

@@ -16,6 +16,7 @@ VJPS: dict[str, Callable] = {}
 
 
 def register_vjp(op_name: str):
+    """Decorator: register `fn(b, call, out, g)` as the VJP rule of op `op_name` (once per op)."""
     def wrap(fn):
         if op_name in VJPS:
             raise ValueError(f"VJP rule for {op_name!r} registered twice")
