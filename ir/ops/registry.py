@@ -69,7 +69,7 @@ def declare(name: str, inputs=("x",), attrs=(), *, infer, kernel, differentiable
 
 
 def get_op(name: str) -> Op:
-    """The declared op called `name` (as printed, without "R."); a KeyError naming it otherwise."""
+    """The declared op called `name` (as printed, without "R."); an IRError naming it otherwise."""
     try:
         return OPS[name]
     except KeyError:
