@@ -13,6 +13,7 @@ import numpy as np
 
 import tracer
 from tracer import Tensor, gelu, relu, sigmoid, silu, tanh  # noqa: F401  (re-exported as F.relu, ...)
+from tracer.torch_methods import torch_names
 
 from .activations import elu, leaky_relu, mish, softplus  # noqa: F401  (re-exported as F.elu, ...)
 
@@ -28,11 +29,15 @@ def _check_reduction(reduction: str) -> None:
         raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
 
 
+@torch_names
 def softmax(x, axis: int = -1) -> Tensor:
+    """exp(x) normalized to sum 1 along `axis` (or torch's `dim=`)."""
     return tracer.softmax(_tensor(x), axis=axis)
 
 
+@torch_names
 def log_softmax(x, axis: int = -1) -> Tensor:
+    """log(softmax(x)) along `axis` (or torch's `dim=`), computed stably."""
     return tracer.log_softmax(_tensor(x), axis=axis)
 
 
@@ -250,14 +255,17 @@ def one_hot(labels, num_classes: int, dtype: str = "float32") -> Tensor:
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
+    """2-D cross-correlation of x (N, C, H, W) with weight (O, C / groups, kh, kw), as torch's conv2d."""
     return tracer.conv2d(_tensor(x), weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0) -> Tensor:
+    """The maximum of each window of x (N, C, H, W); stride defaults to kernel_size."""
     return tracer.max_pool2d(_tensor(x), kernel_size, stride=stride, padding=padding)
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0) -> Tensor:
+    """The mean of each window of x (N, C, H, W), padded zeros counted (torch's count_include_pad=True)."""
     return tracer.avg_pool2d(_tensor(x), kernel_size, stride=stride, padding=padding)
 
 

@@ -53,14 +53,17 @@ def normal_(t, mean: float = 0.0, std: float = 1.0):
 
 
 def constant_(t, value: float):
+    """Fill t with `value`, in place; returns t."""
     return _fill(t, value)
 
 
 def zeros_(t):
+    """Fill t with zeros, in place; returns t."""
     return _fill(t, 0.0)
 
 
 def ones_(t):
+    """Fill t with ones, in place; returns t."""
     return _fill(t, 1.0)
 
 
