@@ -65,6 +65,8 @@ class Var(Expr):
 
 
 class Constant(Expr):
+    """A constant array (its type read from the array's shape and dtype)."""
+
     __slots__ = ("data", "type")
 
     def __init__(self, data):
@@ -92,6 +94,8 @@ class Call(Expr):
 
 
 class Tuple(Expr):
+    """A tuple of expressions, typed as a TupleType of their types."""
+
     __slots__ = ("fields", "type")
 
     def __init__(self, fields):
@@ -100,6 +104,8 @@ class Tuple(Expr):
 
 
 class TupleGetItem(Expr):
+    """Field `index` of a tuple-typed expression."""
+
     __slots__ = ("tuple_value", "index", "type")
 
     def __init__(self, tuple_value: Expr, index: int):
