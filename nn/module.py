@@ -122,6 +122,7 @@ class Module:
         object.__delattr__(self, name)
 
     def forward(self, *args, **kwargs):
+        """What the module computes; every subclass defines it, and calling the module calls it."""
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args, **kwargs):
@@ -142,12 +143,15 @@ class Module:
             stack.extend(reversed(children))
 
     def modules(self) -> Iterator[Module]:
+        """This module and every descendant, once each (named_modules without the names)."""
         return (m for _, m in self.named_modules())
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
+        """(name, module) of the direct children, in the order they were assigned."""
         return iter(self._modules.items())
 
     def children(self) -> Iterator[Module]:
+        """The direct children, in the order they were assigned."""
         return iter(self._modules.values())
 
     def named_parameters(self) -> list[tuple[str, Parameter]]:
@@ -185,6 +189,7 @@ class Module:
         return self
 
     def eval(self) -> Module:
+        """Evaluation mode (dropout off, BatchNorm uses its running statistics): train(False)."""
         return self.train(False)
 
     # ------------------------------------------------------------ state
@@ -261,6 +266,7 @@ class Module:
                 for n, b in m._buffers.items() if b is not None]
 
     def buffers(self) -> list[Tensor]:
+        """The buffers (named_buffers without the names)."""
         return [b for _, b in self.named_buffers()]
 
     # ------------------------------------------------------------ helpers
@@ -315,6 +321,7 @@ class Module:
 
     # ------------------------------------------------------------ printing
     def extra_repr(self) -> str:
+        """The arguments shown between the parentheses of this module's repr, as torch's."""
         return ""
 
     def __repr__(self) -> str:

@@ -76,7 +76,11 @@ class _BatchNorm(Module):
 
 
 class BatchNorm1d(_BatchNorm):
-    """Batch normalization of (N, C) or (N, C, L) input over the batch (and length) axes.
+    """Batch normalization of (N, C) or (N, C, L) input over the batch (and length) axes, per channel.
+
+    While training, the batch's statistics normalize and the running statistics (buffers running_mean,
+    running_var, num_batches_tracked) move towards them, in compiled steps as in eager calls; after eval()
+    the running statistics normalize.
 
     >>> import numpy as np
     >>> bn = BatchNorm1d(3)
@@ -89,7 +93,18 @@ class BatchNorm1d(_BatchNorm):
 
 
 class BatchNorm2d(_BatchNorm):
-    """Batch normalization of (N, C, H, W) input over the batch and spatial axes, per channel."""
+    """Batch normalization of (N, C, H, W) input over the batch and spatial axes, per channel.
+
+    While training, the batch's statistics normalize and the running statistics (buffers running_mean,
+    running_var, num_batches_tracked) move towards them, in compiled steps as in eager calls; after eval()
+    the running statistics normalize.
+
+    >>> import numpy as np
+    >>> bn = BatchNorm2d(2)
+    >>> _ = bn(np.ones((4, 2, 3, 3), "float32"))
+    >>> bn.running_mean.numpy().tolist(), int(bn.num_batches_tracked.item())
+    ([0.10000000149011612, 0.10000000149011612], 1)
+    """
 
     _ndims = (4,)
 
