@@ -1,23 +1,51 @@
-"""The README's code runs as written (the second block with the bundled digits as its data)."""
+"""Every ```python block of the README and of docs/*.md runs as written (the blocks of one file in order,
+sharing one namespace, as a reader pasting them would)."""
 import re
 from pathlib import Path
 
-import nn
+import pytest
 
-BLOCKS = re.findall(r"```python\n(.*?)```", (Path(__file__).resolve().parents[1] / "README.md").read_text(), re.S)
+ROOT = Path(__file__).resolve().parents[1]
+FILES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 
 
-def test_first_example_runs(capsys):
-    scope = {}
-    exec(BLOCKS[0], scope)
+def python_blocks(path: Path) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", path.read_text(), re.S | re.M)
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if python_blocks(p)], ids=lambda p: p.name)
+def test_every_python_block_runs(path, capsys):
+    scope: dict = {"__name__": f"{path.stem}_blocks"}
+    for i, block in enumerate(python_blocks(path)):
+        try:
+            exec(compile(block, f"{path.name} block {i + 1}", "exec"), scope)
+        except Exception as e:
+            raise AssertionError(f"{path.name}: python block {i + 1} failed: {type(e).__name__}: {e}") from e
+    capsys.readouterr()
+
+
+def test_the_readme_blocks_do_what_they_say(capsys):
+    blocks = python_blocks(ROOT / "README.md")
+    first, second = {}, {}
+    exec(blocks[0], first)
     assert "R.dataflow()" in capsys.readouterr().out
-    assert scope["gw"].shape == (3, 2) and scope["value"].shape == ()
-
-
-def test_training_loop_runs(capsys):
-    (x, y), _ = nn.data.load_digits()
-    scope = {"images": x.reshape(len(x), -1), "labels": y}
-    exec(BLOCKS[1], scope)
+    assert first["gw"].shape == (3, 2) and first["value"].shape == ()
+    exec(blocks[1], second)  # loads the digits itself: nothing is passed in
     out = capsys.readouterr().out
     assert "def main_adjoint" in out
-    assert sum(map(len, scope["step"].cache.values())) == 1  # one trace for the whole epoch
+    assert sum(map(len, second["step"].cache.values())) == 1  # one trace for the whole epoch
+    assert float(second["loss"]) < 2.2  # below log(10): it learned during the one epoch
+
+
+def test_the_readme_test_commands_stay_light_and_name_the_torch_extra():
+    text = (ROOT / "README.md").read_text()
+    assert 'pip install -e ".[test]" && python -m pytest' in text
+    assert 'pip install -e ".[test,torch]" && python -m pytest' in text
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert '".[test,torch]"' in ci  # CI runs the comparisons every time
+    assert "-rs" in (ROOT / "pyproject.toml").read_text()  # skips are summarized with their reasons
+
+
+def test_python_blocks_are_found():
+    assert python_blocks(ROOT / "README.md")[0].startswith("import numpy as np")
+    assert len(python_blocks(ROOT / "README.md")) == 2
