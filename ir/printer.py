@@ -121,7 +121,7 @@ def print_attr(kind: str, value) -> str:
     if kind in ("ints", "axes") or kind == "sections" and not isinstance(value, int):
         return str(list(value))
     if kind in ("str", "dtype"):
-        return f'"{value}"'
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'  # a Python string literal
     if kind == "float" or isinstance(value, float):
         return _float(value)
     return repr(value)

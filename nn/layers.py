@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 import tracer
+from tracer.tensor import apply
 
 from . import functional as F
 from . import init
@@ -183,11 +184,8 @@ class Embedding(Module):
         if not isinstance(indices, tracer.Tensor):
             indices = tracer.tensor(np.asarray(indices))
         # take() counts negative indices from the end (numpy's rule); an embedding must refuse them, as torch.
-        # Only known values can be checked: a traced argument's indices are checked by take's kernel alone.
-        known = indices._data
-        if known is not None and known.size and (int(known.min()) < 0 or int(known.max()) >= self.num_embeddings):
-            bad = int(known.min()) if int(known.min()) < 0 else int(known.max())
-            raise IndexError(f"{self!r}: index {bad} is out of range [0, {self.num_embeddings})")
+        # The check is an op (one pass over the indices), so a compiled step raises the eager error too.
+        indices = apply("check_index", [indices], lower=0, upper=self.num_embeddings, what=repr(self))
         return tracer.take(self.weight, indices, axis=0)
 
     def extra_repr(self) -> str:

@@ -117,14 +117,15 @@ def take_vjp(b, call, out, g):
     """Forward: y = take(x, indices, axis)
     Backward: dx = zeros(x.shape) with g scatter-added at indices along axis"""
     indices = call.args[1]
-    return [b.call("grad.take_backward", g, indices, shape=_shape(call), axis=call.attrs["axis"]), None]
+    return [b.call("grad.take_backward", g, indices, shape=_shape(call), axis=call.attrs["axis"],
+                   mode=call.attrs["mode"]), None]
 
 
 @register_vjp("grad.take_backward")
 def grad_take_backward_vjp(b, call, out, g):
     """Forward: y = zeros(shape) with data scatter-added at indices along axis
     Backward: ddata = take(g, indices, axis)"""
-    return [b.call("take", g, call.args[1], axis=call.attrs["axis"]), None]
+    return [b.call("take", g, call.args[1], axis=call.attrs["axis"], mode=call.attrs["mode"]), None]
 
 
 @register_vjp("tril")

@@ -1,5 +1,6 @@
 """Shape manipulation: reshape, permute_dims, broadcast_to, collapse_sum_to, expand_dims, squeeze, concat,
-stack, split, strided_slice, take, tril and triu, and the backward helpers of strided_slice and take."""
+stack, split, strided_slice, take (and check_index, its bounds check), tril and triu, and the backward helpers
+of strided_slice and take."""
 from __future__ import annotations
 
 import math
@@ -280,8 +281,17 @@ def _take_shape(op, x: TensorType, indices: TensorType, axis: int) -> tuple[int,
     return x.shape[:ax] + indices.shape + x.shape[ax + 1:]
 
 
-def _infer_take(op, types, axis):
+TAKE_MODES = ("fast", "wrap", "clip")
+
+
+def _check_mode(op, mode):
+    if mode not in TAKE_MODES:
+        raise op.error(f"mode must be one of {list(TAKE_MODES)}, got {mode!r}")
+
+
+def _infer_take(op, types, axis, mode):
     x, indices = tensor_arg(op, types, 0), tensor_arg(op, types, 1)
+    _check_mode(op, mode)
     return TensorType(_take_shape(op, x, indices, axis), x.dtype)
 
 
@@ -295,15 +305,27 @@ def _wrap(xp, indices, n, op, axis):
     return xp.where(indices < 0, indices + n, indices)
 
 
-def _take(xp, x, indices, axis):
-    return xp.take(x, _wrap(xp, indices, x.shape[axis], "take", axis), axis=axis)
+def _positions(xp, indices, n, mode, op, axis):
+    """Relax's take modes: "wrap" reduces modulo n, "clip" clamps to 0..n-1; "fast" (Relax: no check,
+    out-of-range undefined) reads negative indices from the end and raises on out-of-range ones."""
+    if mode == "fast" or not indices.size:
+        return _wrap(xp, indices, n, op, axis)
+    if n == 0:
+        raise IndexError(f"{op}: cannot take from axis {axis} of size 0 (mode={mode!r})")
+    return xp.mod(indices, n) if mode == "wrap" else xp.clip(indices, 0, n - 1)
 
 
-declare("take", ("x", "indices"), (Attr("axis", "int", 0),), infer=_infer_take, kernel=_take)
+def _take(xp, x, indices, axis, mode):
+    return xp.take(x, _positions(xp, indices, x.shape[axis], mode, "take", axis), axis=axis)
 
 
-def _infer_take_backward(op, types, shape, axis):
+declare("take", ("x", "indices"), (Attr("axis", "int", 0), Attr("mode", "str", "fast")), infer=_infer_take,
+        kernel=_take)
+
+
+def _infer_take_backward(op, types, shape, axis, mode):
     data, indices = tensor_arg(op, types, 0), tensor_arg(op, types, 1)
+    _check_mode(op, mode)
     taken = _take_shape(op, TensorType(shape, data.dtype), indices, axis)
     if data.shape != taken:
         raise op.error(f"data of shape {data.shape} does not match take from shape {shape} with indices of "
@@ -311,18 +333,51 @@ def _infer_take_backward(op, types, shape, axis):
     return TensorType(shape, data.dtype)
 
 
-def _take_backward(xp, data, indices, shape, axis):
+def _take_backward(xp, data, indices, shape, axis, mode):
     out = xp.zeros(shape, data.dtype)
     axis %= len(shape)
     # add.at, not assignment: repeated indices must accumulate.
-    index = _wrap(xp, indices, shape[axis], "grad.take_backward", axis)
+    index = _positions(xp, indices, shape[axis], mode, "grad.take_backward", axis)
     xp.add.at(out, (slice(None),) * axis + (index,), data)
     return out
 
 
 # The gradient of take: data scatter-added into zeros of the gathered tensor's shape.
-declare("grad.take_backward", ("data", "indices"), (Attr("shape", "shape"), Attr("axis", "int", 0)),
+declare("grad.take_backward", ("data", "indices"),
+        (Attr("shape", "shape"), Attr("axis", "int", 0), Attr("mode", "str", "fast")),
         infer=_infer_take_backward, kernel=_take_backward)
+
+# ---------------------------------------------------------------- check_index
+
+
+def _infer_check_index(op, types, lower, upper, what):
+    indices = tensor_arg(op, types, 0)
+    if indices.dtype not in ("int32", "int64"):
+        raise op.error(f"indices must be int32 or int64, got {indices.dtype}")
+    if lower > upper:
+        raise op.error(f"lower {lower} is above upper {upper}")
+    return indices
+
+
+def _check_index(xp, indices, lower, upper, what):
+    """indices itself, after one pass over it: an index outside [lower, upper) raises IndexError."""
+    if not indices.size:
+        return indices
+    if lower == 0:  # negative indices become huge unsigned ones: one comparison finds both kinds
+        bad = indices.view(f"uint{indices.dtype.itemsize * 8}") >= upper
+    else:
+        bad = (indices < lower) | (indices >= upper)
+    if bool(bad.any()):
+        lo = int(indices.min())
+        raise IndexError(f"{what}: index {lo if lo < lower else int(indices.max())} is out of range "
+                         f"[{lower}, {upper})")
+    return indices
+
+
+# A bounds check with the message an eager run gives (nn.Embedding's), so that a compiled step raises as eager
+# code does; tracegrad's own op (Relax's take has no checking mode), printed R.check_index(...).
+declare("check_index", ("indices",), (Attr("lower", "int"), Attr("upper", "int"), Attr("what", "str", "index")),
+        infer=_infer_check_index, kernel=_check_index, differentiable=False)
 
 # ---------------------------------------------------------------- tril, triu
 

@@ -101,3 +101,18 @@ CASES = [
     OpCase("triu", T.triu, np.triu, [rand(4, 4)], ("triu",)),
     OpCase("triu_kneg_batched", lambda x: T.triu(x, k=-1), lambda a: np.triu(a, -1), [rand(2, 4, 3)], ("triu",)),
 ]
+
+far = np.array([[5, -7], [2, 13]], "int64")  # outside 0..3 both ways: what Relax's wrap and clip modes are for
+
+CASES += [
+    OpCase("take_mode_wrap", lambda x, i: apply("take", [x, i], axis=0, mode="wrap"),
+           lambda a, i: np.take(a, i, axis=0, mode="wrap"), [rand(4, 3), far], ("take",)),
+    OpCase("take_mode_clip_axis1", lambda x, i: apply("take", [x, i], axis=1, mode="clip"),
+           lambda a, i: np.take(a, i, axis=1, mode="clip"), [rand(2, 4), far], ("take",)),
+    OpCase("take_backward_mode_wrap", lambda g, i: apply("grad.take_backward", [g, i], shape=(4, 3), axis=0,
+                                                         mode="wrap"),
+           lambda g, i: _np_take_backward(g, i % 4, (4, 3), 0), [rand(2, 2, 3), far], ("grad.take_backward",)),
+    OpCase("check_index_then_take", lambda x, i: T.take(x, apply("check_index", [i], lower=0, upper=4)),
+           lambda a, i: np.take(a, i, axis=0), [rand(4, 3), np.array([[0, 3], [1, 1]], "int32")],
+           ("check_index", "take")),
+]
