@@ -602,3 +602,99 @@ def test_check_never_raises_for_a_step_that_did_not_change():
     model[0].weight = nn.Parameter(np.ones((4, 2), "float32"))  # a new object of the same type: no retrace
     step(X, 1.0)
     step(X, 1.0)
+
+
+# ---------------------------------------------------------------- rebinding through every kind of fn (these pass)
+
+
+def _full(v):
+    return tracer.tensor(np.full(2, v, "float32"))
+
+
+def _closure_of_closure():
+    w = _full(1.0)
+
+    def mid():
+        def inner(x):
+            return (x @ w).sum()
+        return inner
+
+    def rebind(v):
+        nonlocal w
+        w = _full(v)
+    return mid(), rebind
+
+
+def _partial_keyword():
+    box = {"w": _full(1.0)}
+    return functools.partial(lambda x, holder: (x @ holder["w"]).sum(), holder=box), \
+        lambda v: box.__setitem__("w", _full(v))
+
+
+def _bound_method():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = _full(1.0)
+
+        def loss(self, x):
+            return (x @ self.w).sum()
+
+    m = M()
+    return m.loss, lambda v: setattr(m, "w", _full(v))
+
+
+def _callable_object():
+    class C:
+        def __init__(self):
+            self.ws = [_full(1.0)]
+
+        def __call__(self, x):
+            return (x @ self.ws[0]).sum()
+
+    c = C()
+    return c, lambda v: c.ws.__setitem__(0, _full(v))
+
+
+def _module_in_partial_argument():
+    m = nn.Module()
+    m.inner = nn.Module()
+    m.inner.w = _full(1.0)
+    return functools.partial(lambda m, x: (x @ m.inner.w).sum(), m), lambda v: setattr(m.inner, "w", _full(v))
+
+
+def _written_buffer_rebound():
+    bn = nn.Module()
+    bn.stat = _full(0.0)
+
+    def fn(x):
+        bn.stat.copy_(bn.stat + 1.0)
+        return (x @ bn.stat).sum()
+
+    def rebind(v):
+        bn.stat = _full(v - 1.0)
+    return fn, rebind
+
+
+@pytest.mark.parametrize("make", [_closure_of_closure, _partial_keyword, _bound_method, _callable_object,
+                                  _module_in_partial_argument, _written_buffer_rebound])
+def test_rebinding_seen_through_each_kind_of_fn_without_retracing(make):
+    fn, rebind = make()
+    fn, calls = counting(fn)
+    step = autodiff.value_and_grad(fn, wrt=[])
+    for v in (1.0, 2.0, 3.0):
+        rebind(v)
+        np.testing.assert_allclose(float(step(X)[0]), v * float(X.sum()), rtol=1e-5)
+    assert len(calls) == 1
+
+
+def test_grad_of_grad_sees_a_weight_rebound_under_the_inner_function():
+    w = _full(1.0)
+    p = tracer.tensor(np.ones(1, "float32"))
+    inner = autodiff.grad(lambda x: (((x @ w) * p) ** 2).sum(), wrt=[p])
+    outer, calls = counting(lambda x: (inner(x)[0] ** 2).sum())
+    step = autodiff.value_and_grad(outer, wrt=[p])
+    for v in (1.0, 2.0, 3.0):
+        w = _full(v)
+        np.testing.assert_allclose(float(step(X)[0]), float(outer(tracer.tensor(X))), rtol=1e-5)
+    assert len(calls) == 1 + 3  # one trace, three eager references
