@@ -42,7 +42,9 @@ def test_tvm_printed_module_parses_verifies_and_runs():
     # every output value, not only their sum: the same text returning lv8
     per_row = TVM_PRINTED.replace('-> R.Tensor((), dtype="float32")', '-> R.Tensor((8, 5), dtype="float32")')
     per_row = per_row.replace("R.output(gv)\n        return gv", "R.output(lv8)\n        return lv8")
-    np.testing.assert_allclose(ir.Executor(ir.parse(per_row))["main"](*args), logp, rtol=1e-5, atol=1e-5, strict=True)
+    got = ir.Executor(ir.parse(per_row))["main"](*args)
+    assert got.shape == (8, 5) and got.dtype == np.float32
+    np.testing.assert_allclose(got, logp, rtol=1e-5, atol=1e-5)
 
 
 def _tvm_printed_in_numpy(x, w, g, b, p):
