@@ -16,7 +16,7 @@ The search works on any graph, not only chains:
 2. Candidates: the first k groups of g consecutive segments become regions. Regions at the start are
    the ones to choose: their backward runs last, after the later activations are freed, so their
    recomputation lands where memory is lowest; larger groups keep fewer boundaries but recompute more
-   at once. For each g, bisection finds the smallest k that fits.
+   at once. For g in 1, 2, 3, 4, 6, 8, 12, ... bisection finds the smallest k that fits.
 3. Take the fitting candidate with the least recomputation (FLOPs estimated from shapes per op, summed
    over the bindings the Gradient pass marks as recomputed), the lower peak breaking ties.
 
@@ -28,7 +28,6 @@ recomputation reads the same seed.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
@@ -113,6 +112,9 @@ def make_plan(mod: IRModule, budget, *, func_name: str = "main", require_grads=N
         raise ValueError(f"plan_checkpoints: the module already has {func_name}_adjoint; plan the traced module "
                          "before differentiating it (the planner differentiates each candidate itself)")
     search = _Search(mod, func_name, require_grads, target_index, device)
+    unplanned = search.measure(())
+    if search.verify(unplanned) <= limit:  # the exact peak: no estimate may add regions that are not needed
+        return unplanned
     target = limit
     for _ in range(4):  # the estimate is checked by a real run; where it was low, search again below it
         plan = search.best_under(target)
@@ -157,7 +159,8 @@ class _Search:
             return none
         segments = self.segments()
         fits = []
-        for g in range(1, min(len(segments), max(8, 2 * math.isqrt(len(segments)) + 2)) + 1):
+        sizes = sorted({g for g in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32) if g <= len(segments)})
+        for g in sizes:
             groups = [(segments[i][0], segments[min(i + g, len(segments)) - 1][1]) for i in range(0, len(segments), g)]
             if self.measure(tuple(groups)).peak_bytes > limit:
                 continue
@@ -195,15 +198,15 @@ class _Search:
         return self.measured[key]
 
     def segments(self) -> list[tuple[int, int]]:
-        """Binding ranges between the local minima of the bytes crossing each boundary (at most 64)."""
+        """Binding ranges between the local minima of the bytes crossing each boundary (at most 32)."""
         n = len(self.bindings)
         crossing = self._crossing()
         cuts = [p for p in range(1, n)
                 if crossing[p] <= crossing[p - 1] and (p + 1 >= n or crossing[p] <= crossing[p + 1])]
         bounds = [0] + cuts + [n]
-        if len(bounds) - 1 > 64:  # merge neighbours: a few dozen candidates are plenty
-            step = (len(bounds) - 1) / 64
-            bounds = sorted({bounds[round(i * step)] for i in range(64)} | {n})
+        if len(bounds) - 1 > 32:  # merge neighbours: each candidate costs a Gradient pass and clean-up
+            step = (len(bounds) - 1) / 32
+            bounds = sorted({bounds[round(i * step)] for i in range(32)} | {n})
         return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
     def _crossing(self) -> list[int]:
