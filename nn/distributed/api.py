@@ -168,21 +168,22 @@ class DataParallel:
         if not world.reduces:
             return out
         averaged, aux, join = self._split(out)
-        leaves = [(p, v, _checked(v, p, "data_parallel", "mean")) for p, v in flatten(averaged, "result")]
-        aux_leaves = flatten(aux, "aux")
-        picked = [(p, v, a) for p, v in aux_leaves if self.average_aux and _is_float(a := as_array(v, "aux"))]
-        arrays = [a for _, _, a in leaves + picked]
+        leaves = [(v, _checked(v, p, "data_parallel", "mean")) for p, v in flatten(averaged, "result")]
+        aux_leaves = [(v, as_array(v, "data_parallel")) for _, v in flatten(aux, "aux")]
+        picked = [i for i, (_, a) in enumerate(aux_leaves) if self.average_aux and _is_float(a)]
+        arrays = [a for _, a in leaves] + [aux_leaves[i][1] for i in picked]
         before, start = world.collectives, time.perf_counter()
-        reduced = dict(zip((id(a) for a in arrays), all_reduce_arrays(world, arrays, "mean", self.bucket_bytes),
-                           strict=True)) if arrays else {}
+        reduced = all_reduce_arrays(world, arrays, "mean", self.bucket_bytes)
         stats = self.comm_stats
         stats.seconds += time.perf_counter() - start
         stats.collectives += world.collectives - before
         stats.bytes += sum(a.nbytes for a in arrays)
-        averaged = unflatten(averaged, iter(like(v, reduced[id(a)]) for _, v, a in leaves))
+        averaged = unflatten(averaged, iter([like(v, r) for (v, _), r in zip(leaves, reduced, strict=False)]))
         if picked:
-            chosen = {id(v): like(v, reduced[id(a)]) for _, v, a in picked}
-            aux = unflatten(aux, iter(chosen.get(id(v), v) for _, v in aux_leaves))
+            new_aux = [v for v, _ in aux_leaves]
+            for i, r in zip(picked, reduced[len(leaves):], strict=True):
+                new_aux[i] = like(new_aux[i], r)
+            aux = unflatten(aux, iter(new_aux))
         return join(averaged, aux)
 
     def _split(self, out):
