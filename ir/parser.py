@@ -79,6 +79,9 @@ def _is_decorator(dec: ast.expr, names: tuple[str, ...]) -> bool:
 
 _MODULE_DECORATORS = ("I.ir_module", "ir_module", "tvm.script.ir_module")
 _FUNCTION_DECORATORS = ("R.function",)
+# Relax's signatures of the creation ops the parser reads into tracegrad's (see _Parser.creation)
+_CREATION_FORMS = {"zeros_like": ("x", "dtype"), "ones_like": ("x", "dtype"), "full_like": ("x", "fill_value", "dtype"),
+                   "full": ("shape", "fill_value", "dtype")}
 _SPECIALIZES = "tracegrad specializes shapes: trace or write the module with concrete shapes"
 # TVMScript's operator sugar on Relax values
 _BINARY_SUGAR = {ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide",
@@ -177,7 +180,7 @@ class _Parser:
                     plain = []
                 blocks.append(self.dataflow(stmt))
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-                plain.extend(filter(None, [self.binding(stmt)]))
+                plain.extend(self.binding(stmt))
             elif isinstance(stmt, ast.Return):
                 if stmt.value is None:
                     raise self.error(stmt, "return needs a value")
@@ -215,7 +218,7 @@ class _Parser:
             if done:
                 raise self.error(inner, "R.output(...) must be the last statement of a dataflow block")
             if isinstance(inner, (ast.Assign, ast.AnnAssign)):
-                bindings.extend(filter(None, [self.binding(inner)]))
+                bindings.extend(self.binding(inner))
             elif isinstance(inner, ast.Expr) and _callee(inner.value) == "R.output":
                 # Our IR has no dataflow-var scoping: R.output is checked, then derived again when printing.
                 for name in inner.value.args:
@@ -231,7 +234,19 @@ class _Parser:
                                         f"got `{self.source(inner)}`")
         return Block(bindings, is_dataflow=True)
 
-    def binding(self, stmt: ast.Assign | ast.AnnAssign) -> Binding | None:
+    def binding(self, stmt: ast.Assign | ast.AnnAssign) -> list[Binding]:
+        """The statement's binding, after any that reading its value emitted (see `emit`)."""
+        self.pending: list[Binding] = []
+        bound = self.bind(stmt)
+        return self.pending + ([bound] if bound is not None else [])
+
+    def emit(self, value: Expr, hint: str) -> Var:
+        """Bind a value that a TVMScript form stands for but tracegrad writes with one more op."""
+        var = Var(hint, value.type)
+        self.pending.append(Binding(var, value))
+        return var
+
+    def bind(self, stmt: ast.Assign | ast.AnnAssign) -> Binding | None:
         if isinstance(stmt, ast.Assign):
             if len(stmt.targets) != 1:
                 raise self.error(stmt, "expected one variable on the left of =")
@@ -321,6 +336,64 @@ class _Parser:
         raise self.error(node, f"expected a variable, R.const(...), a tuple or a tuple item, "
                                f"got `{self.source(node)}`")
 
+    def creation(self, node: ast.Call, name: str) -> Expr:
+        """Relax's zeros_like / ones_like / full_like with a dtype, and full / full_like whose fill value is a
+        tensor: tracegrad's creation ops take the fill as a number, so a tensor fill becomes
+        broadcast_to(astype(fill, dtype), shape) (its gradient, the sum, flows back to the fill value)."""
+        op_name = name[2:]
+        params = _CREATION_FORMS[op_name]
+        given = dict(zip(params, node.args, strict=False))
+        if len(node.args) > len(params):
+            raise self.error(node, f"{name} takes {list(params)}, got {len(node.args)} positional arguments")
+        for kw in node.keywords:
+            if kw.arg not in params or kw.arg in given:
+                raise self.error(kw.value, f"{name}: unexpected or repeated argument {kw.arg!r}; it takes "
+                                           f"{list(params)}")
+            given[kw.arg] = kw.value
+        missing = [p for p in params if p not in given and p != "dtype"]
+        if missing:
+            raise self.error(node, f"{name} expects {missing[0]}")
+        dtype = self.literal(given["dtype"]) if "dtype" in given else None
+        dtype = None if dtype in ("void", "") else dtype
+        if "x" in given:
+            x = self.expr(given["x"])
+            if not isinstance(x.type, TensorType):
+                raise self.error(given["x"], f"{name}: x must be a tensor, got {x.type}")
+            shape, like = x.type.shape, x
+        else:
+            shape, like = self.literal(given["shape"]), None
+        try:
+            if "fill_value" not in given:  # zeros_like / ones_like
+                if dtype in (None, like.type.dtype):
+                    return make_call(op_name, [like])
+                return make_call(op_name.removesuffix("_like"), [], {"shape": shape, "dtype": dtype})
+            fill = given["fill_value"]
+            number = self.fill_number(fill)
+            if number is not None:
+                out = dtype or (like.type.dtype if like is not None else number[1])
+                if like is not None and out == like.type.dtype:
+                    return make_call("full_like", [like], {"fill_value": number[0]})
+                return make_call("full", [], {"shape": shape, "fill_value": number[0], "dtype": out})
+            value = self.expr(fill)
+            if not isinstance(value.type, TensorType) or value.type.shape != ():
+                raise IRError(f"{op_name}: fill_value must be a 0-d tensor, got {value.type}")
+            out = dtype or (like.type.dtype if like is not None else value.type.dtype)
+            if value.type.dtype != out:
+                value = self.emit(make_call("astype", [value], {"dtype": out}), "fill")
+            return make_call("broadcast_to", [value], {"shape": shape})
+        except (IRError, TypeError) as e:
+            raise self.error(node, str(e)) from None
+
+    def fill_number(self, node: ast.expr):
+        """(value, dtype) of a literal fill value or of R.const(scalar, dtype); None for a tensor expression."""
+        if _callee(node) == "R.const":
+            c = self.const(node)
+            return (c.data.item(), c.type.dtype) if c.data.ndim == 0 else None
+        if _is_number(node) or isinstance(node, ast.Constant) and isinstance(node.value, bool):
+            value = self.literal(node)
+            return value, ("float32" if isinstance(value, float) else "int32")
+        return None
+
     def metadata_constant(self, node: ast.Subscript) -> Constant:
         """`metadata["relax.expr.Constant"][i]`: the i-th constant of the metadata section."""
         inner = node.value
@@ -346,6 +419,8 @@ class _Parser:
 
     def op_call(self, node: ast.Call, name: str) -> Expr:
         op_name = name[2:]
+        if op_name in _CREATION_FORMS:
+            return self.creation(node, name)
         op = OPS.get(op_name)
         if op is None:
             raise self.error(node, f"unknown op {name!r}")
@@ -360,7 +435,7 @@ class _Parser:
                                    f"got {len(node.args)} positional arguments")
         attrs = {a.name: self.literal(n) for a, n in zip(op.attrs, attr_nodes, strict=False)}
         attr_names = [a.name for a in op.attrs]
-        out_dtype = None
+        out_dtype = ("out_dtype", None)
         for kw in node.keywords:
             if kw.arg is None:
                 raise self.error(kw.value, f"{name}: **arguments are not supported")
@@ -374,8 +449,8 @@ class _Parser:
                 if kw.arg in attrs:
                     raise self.error(kw.value, f"{name}: attribute {kw.arg} given twice")
                 attrs[kw.arg] = self.literal(kw.value)
-            elif kw.arg == "out_dtype" and kw.arg in op.fixed:
-                out_dtype = self.literal(kw.value)  # checked against the result once it is inferred
+            elif kw.arg in ("out_dtype", "dtype") and kw.arg in op.fixed:
+                out_dtype = (kw.arg, self.literal(kw.value))  # checked against the result once it is inferred
             elif kw.arg in op.fixed:
                 value = self.literal(kw.value)
                 if value not in op.fixed[kw.arg]:
@@ -391,12 +466,12 @@ class _Parser:
             call = make_call(op_name, args, attrs)
         except (IRError, TypeError) as e:
             raise self.error(node, str(e)) from None
-        # TVM 0.27 prints an unset out_dtype as None, older versions as "void"; a dtype that is the result's
-        # own means the same (tracegrad never converts inside an op)
+        # TVM 0.27 prints an unset out_dtype (cumsum's dtype) as None, older versions as "void"; the result's own
+        # dtype means the same (tracegrad never converts inside an op)
         accepted = [None, "void", ""] + ([call.type.dtype] if isinstance(call.type, TensorType) else [])
-        if out_dtype not in accepted:
-            raise self.error(node, f"{name}: tracegrad supports out_dtype in {accepted} only, got {out_dtype!r}; "
-                                   "convert with R.astype")
+        if out_dtype[1] not in accepted:
+            raise self.error(node, f"{name}: tracegrad supports {out_dtype[0]} in {accepted} only, got "
+                                   f"{out_dtype[1]!r}; convert with R.astype")
         return call
 
     def const(self, node: ast.Call) -> Constant:

@@ -191,6 +191,19 @@ def split(x, sections_or_indices, axis: int = 0) -> tuple[Tensor, ...]:
     return apply("split", [x], indices_or_sections=indices, axis=axis)
 
 
+def cumsum(x, axis: int | None = None, *, exclusive: bool = False) -> Tensor:
+    """Running sums along `axis` (of the flattened tensor when None, as np.cumsum); `dim=` as torch.cumsum.
+    bool and int32 sum in int64, as PyTorch does. exclusive=True leaves each element out of its own sum.
+
+    >>> import tracer
+    >>> tracer.cumsum(tracer.tensor([[1, 2], [3, 4]]), dim=1).tolist()
+    [[1, 3], [3, 7]]
+    """
+    x = as_tensor(x)
+    x = astype(x, "int64") if x.dtype in ("bool", "int32") else x
+    return apply("cumsum", [x], axis=axis, exclusive=exclusive)
+
+
 def take(x, indices, axis: int = 0) -> Tensor:
     """Elements of `x` at integer `indices` along `axis` (np.take); negative indices count from the end."""
     return apply("take", [as_tensor(x), _index_tensor(indices)], axis=axis)
@@ -272,7 +285,7 @@ def full_like(x, value, dtype: str | None = None) -> Tensor:
 
 
 __all__ = [
-    "argmax", "broadcast_to", "concat", "expand_dims", "full", "full_like", "matmul", "max", "mean", "min",
+    "argmax", "broadcast_to", "concat", "cumsum", "expand_dims", "full", "full_like", "matmul", "max", "mean", "min",
     "ones", "ones_like", "permute_dims", "reshape", "split", "squeeze", "stack", "sum", "take", "transpose",
     "tril", "triu", "var", "zeros", "zeros_like",
 ]

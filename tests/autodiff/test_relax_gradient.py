@@ -124,3 +124,61 @@ def test_require_grads_and_function_names_as_relax_checks_them():
         _, grads = ir.Executor(adjoint)["main_adjoint"](x, x + 1)
         for g, w in zip(grads, want, strict=True):
             np.testing.assert_allclose(g, w)
+
+
+def _fill_module(line, v_dtype="float32"):
+    return ir.parse(f'''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), dtype="float32"), v: R.Tensor((), dtype="{v_dtype}")) -> R.Tensor((), dtype="float32"):
+        with R.dataflow():
+            lv = {line}
+            lv1 = R.multiply(lv, x)
+            gv = R.sum(lv1, axis=None, keepdims=False)
+            R.output(gv)
+        return gv
+''')
+
+
+@pytest.mark.parametrize("line, v_dtype", [
+    ("R.full_like(x, v)", "float32"), ('R.full_like(x, v, dtype="float32")', "float64"),
+    ('R.full(R.shape([2, 3]), v, dtype="float32")', "float32"), ("R.full((2, 3), v, dtype=None)", "float32"),
+])
+def test_a_tensor_fill_value_gets_the_sum_of_its_gradient(line, v_dtype):
+    mod = _fill_module(line, v_dtype)
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    v = np.asarray(1.5, v_dtype)
+    value, (gx, gv) = _grads_of(mod, x, v)
+    assert float(value) == 1.5 * 15
+    np.testing.assert_allclose(gx, np.full((2, 3), 1.5))
+    assert gv.dtype == v_dtype and float(gv) == 15.0
+
+
+def _grads_of(mod, *args):
+    ir.verify(mod)
+    return ir.Executor(autodiff.Gradient("main")(mod), check_types=True)["main_adjoint"](*args)
+
+
+@pytest.mark.parametrize("line, want_op, fill", [
+    ('R.zeros_like(x, dtype="float32")', "zeros_like", 0.0), ("R.ones_like(x, dtype=None)", "ones_like", 1.0),
+    ('R.ones_like(x, dtype="float64")', "ones", 1.0), ('R.full_like(x, R.const(2.5, "float32"))', "full_like", 2.5),
+    ('R.full_like(x, 2.5, dtype="float64")', "full", 2.5), ('R.zeros_like(x, dtype="int32")', "zeros", 0),
+])
+def test_like_ops_with_a_dtype(line, want_op, fill):
+    text = f'''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), dtype="float32")):
+        with R.dataflow():
+            gv = {line}
+            R.output(gv)
+        return gv
+'''
+    mod = ir.parse(text)
+    call = mod["main"].bindings[0].value
+    assert call.op == want_op
+    out = ir.Executor(mod)["main"](np.zeros((2, 3), "float32"))
+    dtype = line.split('dtype="')[1].split('"')[0] if 'dtype="' in line else "float32"
+    assert out.dtype == dtype and out.shape == (2, 3) and (out == fill).all()
