@@ -43,7 +43,8 @@ def test_the_readme_test_commands_stay_light_and_name_the_torch_extra():
     assert 'pip install -e ".[test,torch]" && python -m pytest' in text
     ci = (ROOT / ".ci" / "run").read_text()
     assert '".[test,torch]"' in ci  # CI runs the comparisons every time
-    assert "-rs" in (ROOT / "pyproject.toml").read_text()  # skips are summarized with their reasons
+    # skips are summarized with their reasons, failures and errors still listed
+    assert re.search(r'addopts = ".*-rfEs\b', (ROOT / "pyproject.toml").read_text())
 
 
 def test_python_blocks_are_found():
