@@ -43,17 +43,28 @@ def _current() -> _worlds.World:
 
 
 def rank() -> int:
-    """This process's index, 0 .. world_size() - 1 (calls init() if it was not called)."""
+    """This process's index, 0 .. world_size() - 1 (calls init() if it was not called).
+
+    >>> rank()
+    0
+    """
     return _current().rank
 
 
 def world_size() -> int:
-    """How many processes train together (1 without mpiexec)."""
+    """How many processes train together (1 without mpiexec).
+
+    >>> world_size()
+    1
+    """
     return _current().size
 
 
 def barrier() -> None:
-    """Wait until every process reaches this line."""
+    """Wait until every process reaches this line (at once on one process).
+
+    >>> barrier()
+    """
     _current().host.barrier()
 
 
