@@ -338,6 +338,7 @@ class Sequential(Module):
         return iter(self._modules.values())
 
     def append(self, module: Module) -> Sequential:
+        """Add `module` at the end (named by its position, as torch); returns self."""
         setattr(self, str(len(self)), module)
         return self
 
