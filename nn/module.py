@@ -93,6 +93,9 @@ class Module:
         if value is not None and name in self._modules and not isinstance(value, (Module, Parameter)):
             raise TypeError(f"{type(self).__name__}: cannot assign a {type(value).__name__} as child module "
                             f"{name!r} (nn.Module or None expected)")
+        if name in self._buffers and isinstance(value, (Parameter, Module)):
+            self._buffers.pop(name)  # as torch: a parameter or module assigned to a buffer's name replaces it
+            self._non_persistent.discard(name)
         if name in self._buffers:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"{type(self).__name__}: cannot assign a {type(value).__name__} as buffer {name!r} "

@@ -87,6 +87,8 @@ def test_register_buffer_rules():
         m.scale = 3.0
     with pytest.raises(KeyError, match="without '.'"):
         m.register_buffer("a.b", tracer.ones(()))
+    m.scale = nn.Parameter(np.ones(2, "float32"))  # a parameter assigned to a buffer's name replaces it
+    assert [n for n, _ in m.named_parameters()] == ["scale"] and len(m.buffers()) == 1
 
 
 def test_running_statistics_and_outputs_match_torch_eager_and_compiled():
