@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 import autodiff
-import ir
 import nn
 import tracer
 from nn import functional as F
 from nn import optim
 from tests.cases import all_cases
+from tests.devices import forward_on_both, gradients_on_both
 
 
 def _gpu():
@@ -27,29 +27,15 @@ pytestmark = pytest.mark.skipif(cp is None, reason="needs CuPy and an NVIDIA GPU
 CASES = all_cases()
 
 
-def _flat(x):
-    return list(x) if isinstance(x, tuple) else [x]
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_forward_matches_cpu(case):
-    mod = tracer.trace(lambda *xs: case.fn(*xs, **case.kwargs), *case.inputs)
-    cpu = ir.Executor(mod)["main"](*case.inputs)
-    gpu = ir.Executor(mod, device="cuda", check_types=True)["main"](*[cp.asarray(a) for a in case.inputs])
-    for c, g in zip(_flat(cpu), _flat(gpu), strict=True):
+    for c, g in forward_on_both(case, cp):
         np.testing.assert_allclose(cp.asnumpy(g), c, rtol=1e-4, atol=1e-5, err_msg=case.name)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.grad], ids=[c.name for c in CASES if c.grad])
 def test_gradients_match_cpu(case):
-    inputs = [a.astype("float64") if a.dtype.kind == "f" else a for a in case.inputs]
-
-    def loss(*xs):
-        return sum(tracer.astype(o, "float64").sum() for o in _flat(case.fn(*xs, **case.kwargs)))
-    mod = ir.transform.cleanup()(autodiff.Gradient("main")(tracer.trace(loss, *inputs)))
-    cpu = ir.Executor(mod)["main_adjoint"](*inputs)[1]
-    gpu = ir.Executor(mod, device="cuda", check_types=True)["main_adjoint"](*[cp.asarray(a) for a in inputs])[1]
-    for c, g in zip(cpu, gpu, strict=True):
+    for c, g in gradients_on_both(case, cp):
         np.testing.assert_allclose(cp.asnumpy(g), c, rtol=1e-7, atol=1e-9, err_msg=case.name)
 
 

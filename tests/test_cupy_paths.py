@@ -13,6 +13,7 @@ import tracer
 from nn import optim
 from tests import fake_cupy
 from tests.cases import all_cases
+from tests.devices import flat, forward_on_both, gradients_on_both
 
 rng = np.random.default_rng(0)
 
@@ -124,18 +125,11 @@ def test_value_and_grad_runs_on_cuda_for_captured_cupy_weights(cp):
 CASES = all_cases()
 
 
-def _flat(x):
-    return list(x) if isinstance(x, tuple) else [x]
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_every_case_runs_on_the_cupy_path(cp, case):
     """A kernel that reaches for NumPy on a device array (np.* instead of xp.*) fails here, on a CPU."""
-    mod = tracer.trace(lambda *xs: case.fn(*xs, **case.kwargs), *case.inputs)
-    cpu = ir.Executor(mod)["main"](*case.inputs)
-    gpu = ir.Executor(mod, device="cuda", check_types=True)["main"](*[cp.asarray(a) for a in case.inputs])
-    eager = case.fn(*[tracer.tensor(cp.asarray(a)) for a in case.inputs], **case.kwargs)
-    for c, g, e in zip(_flat(cpu), _flat(gpu), _flat(eager), strict=True):
+    eager = flat(case.fn(*[tracer.tensor(cp.asarray(a)) for a in case.inputs], **case.kwargs))
+    for (c, g), e in zip(forward_on_both(case, cp), eager, strict=True):
         assert _on_gpu(g)  # (an eager result may live on the host: tracer.rand(shape) makes a NumPy array)
         np.testing.assert_allclose(g.get(), c, rtol=1e-6, atol=1e-7)  # GELU's erf: SciPy here, the fallback there
         np.testing.assert_allclose(e.numpy(), c, rtol=1e-6, atol=1e-7)
@@ -143,13 +137,6 @@ def test_every_case_runs_on_the_cupy_path(cp, case):
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.grad], ids=[c.name for c in CASES if c.grad])
 def test_every_gradient_runs_on_the_cupy_path(cp, case):
-    inputs = [a.astype("float64") if a.dtype.kind == "f" else a for a in case.inputs]
-
-    def loss(*xs):
-        return sum(tracer.astype(o, "float64").sum() for o in _flat(case.fn(*xs, **case.kwargs)))
-    mod = ir.transform.cleanup()(autodiff.Gradient("main")(tracer.trace(loss, *inputs)))
-    cpu = ir.Executor(mod)["main_adjoint"](*inputs)[1]
-    gpu = ir.Executor(mod, device="cuda", check_types=True)["main_adjoint"](*[cp.asarray(a) for a in inputs])[1]
-    for c, g in zip(cpu, gpu, strict=True):
+    for c, g in gradients_on_both(case, cp):
         assert _on_gpu(g)
         np.testing.assert_allclose(g.get(), c, rtol=1e-12, atol=1e-15)
