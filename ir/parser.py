@@ -389,10 +389,12 @@ class _Parser:
         if _callee(node) == "R.const":
             c = self.const(node)
             return (c.data.item(), c.type.dtype) if c.data.ndim == 0 else None
-        if _is_number(node) or isinstance(node, ast.Constant) and isinstance(node.value, bool):
-            value = self.literal(node)
-            return value, ("float32" if isinstance(value, float) else "int32")
-        return None
+        if isinstance(node, ast.Name | ast.Subscript | ast.Tuple):
+            return None
+        value = self.literal(node)  # a number, float("inf"), -float("nan"), ...
+        if not isinstance(value, bool | int | float):
+            raise self.error(node, f"fill_value must be a number or a 0-d tensor, got `{self.source(node)}`")
+        return value, ("float32" if isinstance(value, float) else "int32")
 
     def metadata_constant(self, node: ast.Subscript) -> Constant:
         """`metadata["relax.expr.Constant"][i]`: the i-th constant of the metadata section."""
@@ -463,6 +465,8 @@ class _Parser:
             raise self.error(node, f"{name} expects {len(inputs)} tensor argument(s) {tuple(inputs)}")
         args = [self.expr(n) for n in tensor_nodes]
         try:
+            if op_name == "strided_slice":
+                attrs = _normalized_slice(args[0].type, attrs)
             call = make_call(op_name, args, attrs)
         except (IRError, TypeError) as e:
             raise self.error(node, str(e)) from None
@@ -570,6 +574,19 @@ class _Parser:
             return TensorType(tuple(shape), check_dtype(dtype, "R.Tensor"))
         except (IRError, TypeError) as e:
             raise self.error(node, str(e)) from None
+
+
+def _normalized_slice(t, attrs: dict) -> dict:
+    """Relax's strided_slice begin/end (negative ones counted from the back, out-of-range ones clamped, as
+    Python's slices) in tracegrad's normalized form; strides default to ones, as in Relax."""
+    axes, begin, end = attrs.get("axes"), attrs.get("begin"), attrs.get("end")
+    strides = attrs.get("strides") or [1] * len(axes or ())
+    if not isinstance(t, TensorType) or not all(isinstance(v, list | tuple) for v in (axes, begin, end, strides)) \
+            or not len(axes) == len(begin) == len(end) == len(strides) \
+            or not all(isinstance(a, int) and -t.ndim <= a < t.ndim for a in axes) or 0 in strides:
+        return attrs  # inference names what is wrong
+    bounds = [slice(b, e, st).indices(t.shape[a]) for a, b, e, st in zip(axes, begin, end, strides, strict=True)]
+    return {**attrs, "begin": [lo for lo, _, _ in bounds], "end": [hi for _, hi, _ in bounds], "strides": strides}
 
 
 def _is_number(node: ast.expr) -> bool:

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from .nodes import Block, Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var, free_vars
+from .ops.manipulate import relax_slice_end
 from .ops.registry import get_op
 from .types import Type, shape_str
 
@@ -104,10 +105,15 @@ def print_expr(e: Expr, namer) -> str:
     if isinstance(e, Call):
         op = get_op(e.op)
         parts = [print_expr(a, namer) for a in e.args]
+        attrs = e.attrs
+        if e.op == "strided_slice":  # an end past index 0 in the form Relax reads the same way
+            shape = e.args[0].type.shape
+            attrs = {**attrs, "end": tuple(relax_slice_end(shape[a], end, st) for a, end, st
+                                           in zip(attrs["axes"], attrs["end"], attrs["strides"], strict=True))}
         positional = True  # leading shape attributes are positional, as Relax writes R.reshape(x, R.shape([..]))
         for a in op.attrs:
             positional = positional and a.kind == "shape"
-            text = print_attr(a.kind, e.attrs[a.name])
+            text = print_attr(a.kind, attrs[a.name])
             parts.append(text if positional else f"{a.name}={text}")
         return f"R.{e.op}({', '.join(parts)})"
     raise TypeError(f"cannot print {e!r}")

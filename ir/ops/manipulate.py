@@ -249,7 +249,14 @@ def slice_index(ndim: int, axes, begin, end, strides) -> tuple:
 
 
 SLICE_ATTRS = (Attr("axes", "ints"), Attr("begin", "ints"), Attr("end", "ints"), Attr("strides", "ints"))
-declare("strided_slice", attrs=SLICE_ATTRS, infer=_infer_slice,
+def relax_slice_end(n: int, end: int, stride: int) -> int:
+    """The end Relax reads as ours: with a negative stride our end -1 means "through index 0", which Relax
+    (counting a negative end from the back, as Python) writes -(n + 1). ir.parse applies slice.indices back."""
+    return -(n + 1) if stride < 0 and end == -1 else end
+
+
+# begin/end are normalized (see _infer_slice); the printer and parser translate to and from Relax's form.
+declare("strided_slice", attrs=SLICE_ATTRS, infer=_infer_slice, fixed={"assume_inbound": (False, True)},
         kernel=lambda xp, x, axes, begin, end, strides: x[slice_index(x.ndim, axes, begin, end, strides)])
 
 

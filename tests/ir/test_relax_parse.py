@@ -164,3 +164,31 @@ def test_a_prim_func_is_refused_by_name():
 '''
     with pytest.raises(ir.IRError, match="T.prim_func exp: TIR functions are not supported"):
         ir.parse(text)
+
+
+@pytest.mark.parametrize("attrs, index", [
+    ("axes=[0], begin=[-1], end=[-6], strides=[-1]", np.s_[::-1]),
+    ("axes=[0], begin=[1], end=[100], strides=[2]", np.s_[1::2]),
+    ("axes=[-1], begin=[-2], end=[3], strides=None, assume_inbound=False", np.s_[..., -2:]),
+    ("axes=[0, 1], begin=[3, 0], end=[-100, -1], strides=[-2, 1]", np.s_[3::-2, :-1]),
+])
+def test_strided_slice_reads_relax_begin_and_end(attrs, index):
+    x = np.arange(15, dtype="float32").reshape(5, 3)
+    want = x[index]
+    text = f'''
+@R.function
+def main(x: R.Tensor((5, 3), dtype="float32")):
+    with R.dataflow():
+        gv = R.strided_slice(x, {attrs})
+        R.output(gv)
+    return gv
+'''
+    mod = ir.parse(text)
+    np.testing.assert_array_equal(_run(mod, x), want)
+
+
+def test_a_reversed_slice_prints_an_end_relax_reads_the_same():
+    import tracer
+    mod = tracer.trace(lambda x: x[::-2], np.zeros((5, 3), "float32"))
+    # Relax counts a negative end from the back: -6 on an axis of 5 is "before index 0", as tracegrad's -1
+    assert "R.strided_slice(x, axes=[0], begin=[4], end=[-6], strides=[-2])" in str(mod)
