@@ -11,9 +11,22 @@ import textwrap
 
 import numpy as np
 
-from .metadata import load_constants
 from .nodes import Binding, Block, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from .ops.registry import OPS, make_call
+from .relax_forms import (
+    BINARY_SUGAR,
+    CREATION_FORMS,
+    RelaxForms,
+    is_metadata,
+    is_number,
+    normalized_slice,
+)
+from .relax_forms import (
+    callee as _callee,
+)
+from .relax_forms import (
+    dotted as _dotted,
+)
 from .types import IRError, TensorType, TupleType, Type, check_dtype
 
 
@@ -50,26 +63,10 @@ def _margin(text: str, dedented: str) -> int:
     return 0
 
 
-def _dotted(node: ast.expr) -> str | None:
-    """`R.nn.softmax` -> "R.nn.softmax"; None for anything that is not a dotted name."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 def _root_name(node: ast.expr) -> str | None:
     while isinstance(node, ast.Attribute | ast.Subscript):
         node = node.value
     return node.id if isinstance(node, ast.Name) else None
-
-
-def _callee(node: ast.expr) -> str | None:
-    return _dotted(node.func) if isinstance(node, ast.Call) else None
 
 
 def _is_decorator(dec: ast.expr, names: tuple[str, ...]) -> bool:
@@ -79,16 +76,8 @@ def _is_decorator(dec: ast.expr, names: tuple[str, ...]) -> bool:
 
 _MODULE_DECORATORS = ("I.ir_module", "ir_module", "tvm.script.ir_module")
 _FUNCTION_DECORATORS = ("R.function",)
-# Relax's signatures of the creation ops the parser reads into tracegrad's (see _Parser.creation)
-_CREATION_FORMS = {"zeros_like": ("x", "dtype"), "ones_like": ("x", "dtype"), "full_like": ("x", "fill_value", "dtype"),
-                   "full": ("shape", "fill_value", "dtype")}
 _SPECIALIZES = "tracegrad specializes shapes: trace or write the module with concrete shapes"
-# TVMScript's operator sugar on Relax values
-_BINARY_SUGAR = {ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide",
-                 ast.FloorDiv: "floor_divide", ast.Pow: "power"}
-
-
-class _Parser:
+class _Parser(RelaxForms):
     def __init__(self, margin: int):
         self.margin = margin
         self.scope: dict[str, Var] = {}
@@ -109,7 +98,7 @@ class _Parser:
         for stmt in tree.body:
             if isinstance(stmt, (ast.Import, ast.ImportFrom)) or _is_docstring(stmt):
                 continue
-            if _is_metadata(stmt):
+            if is_metadata(stmt):
                 self.load_metadata(stmt)
             elif isinstance(stmt, ast.ClassDef):
                 if not any(_is_decorator(d, _MODULE_DECORATORS) for d in stmt.decorator_list):
@@ -131,15 +120,6 @@ class _Parser:
         if not functions:
             raise IRError("line 1, column 1: expected an @I.ir_module class with @R.function methods; found none")
         return IRModule(functions)
-
-    def load_metadata(self, stmt: ast.Assign) -> None:
-        call = stmt.value
-        if len(call.args) != 1 or not isinstance(call.args[0], ast.Constant) or not isinstance(call.args[0].value, str):
-            raise self.error(stmt, "metadata = tvm.ir.load_json(...) expects one string of JSON")
-        try:
-            self.metadata = load_constants(call.args[0].value)
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
-            raise self.error(stmt, f"cannot read the metadata section: {e}") from None
 
     def add_function(self, functions: dict, fdef: ast.FunctionDef) -> None:
         if any(_is_decorator(d, ("T.prim_func",)) for d in fdef.decorator_list):
@@ -285,27 +265,11 @@ class _Parser:
                                    + (f" ({_SPECIALIZES})" if name.startswith("T.") else ""))
         if name is not None and name.startswith("R.") and name not in ("R.const", "R.tuple"):
             return self.op_call(node, name)
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY_SUGAR:
-            return self.sugar(node, _BINARY_SUGAR[type(node.op)], [node.left, node.right])
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and not _is_number(node.operand):
+        if isinstance(node, ast.BinOp) and type(node.op) in BINARY_SUGAR:
+            return self.sugar(node, BINARY_SUGAR[type(node.op)], [node.left, node.right])
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and not is_number(node.operand):
             return self.sugar(node, "negative", [node.operand])
         return self.expr(node)
-
-    def sugar(self, node: ast.expr, op_name: str, operands: list[ast.expr]) -> Expr:
-        """`a + b`, `-a`, ... on Relax values: the op call they stand for."""
-        args = []
-        for operand in operands:
-            if isinstance(operand, ast.BinOp | ast.UnaryOp | ast.Call) and _callee(operand) not in ("R.const",):
-                raise self.error(operand, f"nested expression `{self.source(operand)}` is not supported; bind it "
-                                          "to a variable first")
-            if _is_number(operand):
-                raise self.error(operand, f"`{self.source(node)}`: a Python number is not a Relax value; write "
-                                          "R.const(value, dtype)")
-            args.append(self.expr(operand))
-        try:
-            return make_call(op_name, args)
-        except (IRError, TypeError) as e:
-            raise self.error(node, str(e)) from None
 
     def expr(self, node: ast.expr) -> Expr:
         """A variable, a constant, a tuple or a tuple item (never a call: IR arguments are atomic)."""
@@ -336,83 +300,6 @@ class _Parser:
         raise self.error(node, f"expected a variable, R.const(...), a tuple or a tuple item, "
                                f"got `{self.source(node)}`")
 
-    def creation(self, node: ast.Call, name: str) -> Expr:
-        """Relax's zeros_like / ones_like / full_like with a dtype, and full / full_like whose fill value is a
-        tensor: tracegrad's creation ops take the fill as a number, so a tensor fill becomes
-        broadcast_to(astype(fill, dtype), shape) (its gradient, the sum, flows back to the fill value)."""
-        op_name = name[2:]
-        params = _CREATION_FORMS[op_name]
-        given = dict(zip(params, node.args, strict=False))
-        if len(node.args) > len(params):
-            raise self.error(node, f"{name} takes {list(params)}, got {len(node.args)} positional arguments")
-        for kw in node.keywords:
-            if kw.arg not in params or kw.arg in given:
-                raise self.error(kw.value, f"{name}: unexpected or repeated argument {kw.arg!r}; it takes "
-                                           f"{list(params)}")
-            given[kw.arg] = kw.value
-        missing = [p for p in params if p not in given and p != "dtype"]
-        if missing:
-            raise self.error(node, f"{name} expects {missing[0]}")
-        dtype = self.literal(given["dtype"]) if "dtype" in given else None
-        dtype = None if dtype in ("void", "") else dtype
-        if "x" in given:
-            x = self.expr(given["x"])
-            if not isinstance(x.type, TensorType):
-                raise self.error(given["x"], f"{name}: x must be a tensor, got {x.type}")
-            shape, like = x.type.shape, x
-        else:
-            shape, like = self.literal(given["shape"]), None
-        try:
-            if "fill_value" not in given:  # zeros_like / ones_like
-                if dtype in (None, like.type.dtype):
-                    return make_call(op_name, [like])
-                return make_call(op_name.removesuffix("_like"), [], {"shape": shape, "dtype": dtype})
-            fill = given["fill_value"]
-            number = self.fill_number(fill)
-            if number is not None:
-                out = dtype or (like.type.dtype if like is not None else number[1])
-                if like is not None and out == like.type.dtype:
-                    return make_call("full_like", [like], {"fill_value": number[0]})
-                return make_call("full", [], {"shape": shape, "fill_value": number[0], "dtype": out})
-            value = self.expr(fill)
-            if not isinstance(value.type, TensorType) or value.type.shape != ():
-                raise IRError(f"{op_name}: fill_value must be a 0-d tensor, got {value.type}")
-            out = dtype or (like.type.dtype if like is not None else value.type.dtype)
-            if value.type.dtype != out:
-                value = self.emit(make_call("astype", [value], {"dtype": out}), "fill")
-            return make_call("broadcast_to", [value], {"shape": shape})
-        except (IRError, TypeError) as e:
-            raise self.error(node, str(e)) from None
-
-    def fill_number(self, node: ast.expr):
-        """(value, dtype) of a literal fill value or of R.const(scalar, dtype); None for a tensor expression."""
-        if _callee(node) == "R.const":
-            c = self.const(node)
-            return (c.data.item(), c.type.dtype) if c.data.ndim == 0 else None
-        if isinstance(node, ast.Name | ast.Subscript | ast.Tuple):
-            return None
-        value = self.literal(node)  # a number, float("inf"), -float("nan"), ...
-        if not isinstance(value, bool | int | float):
-            raise self.error(node, f"fill_value must be a number or a 0-d tensor, got `{self.source(node)}`")
-        return value, ("float32" if isinstance(value, float) else "int32")
-
-    def metadata_constant(self, node: ast.Subscript) -> Constant:
-        """`metadata["relax.expr.Constant"][i]`: the i-th constant of the metadata section."""
-        inner = node.value
-        if not (isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Name)):
-            raise self.error(node, f"expected metadata[\"relax.expr.Constant\"][i], got `{self.source(node)}`")
-        key, index = self.literal(inner.slice), self.literal(node.slice)
-        if self.metadata is None:
-            raise self.error(node, f"`{self.source(node)}` refers to the metadata section, which this text does not "
-                                   "have: print the module with mod.script(show_meta=True)")
-        entries = self.metadata.get(key)
-        if key != "relax.expr.Constant" or entries is None:
-            raise self.error(node, f"metadata[{key!r}]: only relax.expr.Constant entries are supported "
-                                   f"(the section has {sorted(self.metadata)})")
-        if not isinstance(index, int) or not 0 <= index < len(entries):
-            raise self.error(node, f"metadata[{key!r}][{index!r}]: the section holds {len(entries)} constant(s)")
-        return Constant(entries[index])
-
     def lookup(self, node: ast.Name) -> Var:
         try:
             return self.scope[node.id]
@@ -421,7 +308,7 @@ class _Parser:
 
     def op_call(self, node: ast.Call, name: str) -> Expr:
         op_name = name[2:]
-        if op_name in _CREATION_FORMS:
+        if op_name in CREATION_FORMS:
             return self.creation(node, name)
         op = OPS.get(op_name)
         if op is None:
@@ -466,7 +353,7 @@ class _Parser:
         args = [self.expr(n) for n in tensor_nodes]
         try:
             if op_name == "strided_slice":
-                attrs = _normalized_slice(args[0].type, attrs)
+                attrs = normalized_slice(args[0].type, attrs)
             call = make_call(op_name, args, attrs)
         except (IRError, TypeError) as e:
             raise self.error(node, str(e)) from None
@@ -574,31 +461,6 @@ class _Parser:
             return TensorType(tuple(shape), check_dtype(dtype, "R.Tensor"))
         except (IRError, TypeError) as e:
             raise self.error(node, str(e)) from None
-
-
-def _normalized_slice(t, attrs: dict) -> dict:
-    """Relax's strided_slice begin/end (negative ones counted from the back, out-of-range ones clamped, as
-    Python's slices) in tracegrad's normalized form; strides default to ones, as in Relax."""
-    axes, begin, end = attrs.get("axes"), attrs.get("begin"), attrs.get("end")
-    strides = attrs.get("strides") or [1] * len(axes or ())
-    if not isinstance(t, TensorType) or not all(isinstance(v, list | tuple) for v in (axes, begin, end, strides)) \
-            or not len(axes) == len(begin) == len(end) == len(strides) \
-            or not all(isinstance(a, int) and -t.ndim <= a < t.ndim for a in axes) or 0 in strides:
-        return attrs  # inference names what is wrong
-    bounds = [slice(b, e, st).indices(t.shape[a]) for a, b, e, st in zip(axes, begin, end, strides, strict=True)]
-    return {**attrs, "begin": [lo for lo, _, _ in bounds], "end": [hi for _, hi, _ in bounds], "strides": strides}
-
-
-def _is_number(node: ast.expr) -> bool:
-    while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        node = node.operand
-    return isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool)
-
-
-def _is_metadata(stmt: ast.stmt) -> bool:
-    """`metadata = tvm.ir.load_json(...)`, which mod.script(show_meta=True) writes above the module."""
-    return (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-            and stmt.targets[0].id == "metadata" and _callee(stmt.value) in ("tvm.ir.load_json", "ir.load_json"))
 
 
 def _is_number_tree(value) -> bool:

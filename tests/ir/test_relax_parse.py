@@ -61,6 +61,10 @@ def test_operator_sugar_means_the_op():
     assert ops == ["add", "multiply", "subtract", "divide", "negative", "add", "sum"]
     x, y = A + 1, A * 2
     np.testing.assert_allclose(_run(mod, x, y), (-(((x + y) * x - y) / x) + 1.5).sum(), rtol=1e-5)
+    more = ir.parse(_main('x: R.Tensor((2, 3), dtype="float32"), y: R.Tensor((2, 3), dtype="float32")', [
+        "lv = x // y", "lv1 = lv ** y", "gv = R.sum(lv1, axis=None, keepdims=False)"]))
+    assert [b.value.op for b in more["main"].bindings] == ["floor_divide", "power", "sum"]
+    np.testing.assert_allclose(_run(more, x, y + 1), ((x // (y + 1)) ** (y + 1)).sum(), rtol=1e-5)
 
 
 @pytest.mark.parametrize("line, message", [

@@ -1,0 +1,167 @@
+"""The TVMScript forms the parser reads into tracegrad's IR beyond one op call per binding: TVM's
+operator sugar, the metadata section of large constants, Relax's creation-op signatures (a dtype, a
+tensor fill value) and Relax's strided_slice bounds. A mixin of ir.parser's parser; see docs/design.md,
+"Relax fidelity".
+"""
+from __future__ import annotations
+
+import ast
+
+from .metadata import load_constants
+from .nodes import Constant, Expr
+from .ops.registry import make_call
+from .types import IRError, TensorType
+
+# Relax's signatures of the creation ops the parser reads into tracegrad's (see RelaxForms.creation)
+CREATION_FORMS = {"zeros_like": ("x", "dtype"), "ones_like": ("x", "dtype"),
+                  "full_like": ("x", "fill_value", "dtype"), "full": ("shape", "fill_value", "dtype")}
+# TVMScript's operator sugar on Relax values
+BINARY_SUGAR = {ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide",
+                ast.FloorDiv: "floor_divide", ast.Pow: "power"}
+
+
+def dotted(node: ast.expr) -> str | None:
+    """`R.nn.softmax` -> "R.nn.softmax"; None for anything that is not a dotted name."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def callee(node: ast.expr) -> str | None:
+    return dotted(node.func) if isinstance(node, ast.Call) else None
+
+
+class RelaxForms:
+    """Methods of the parser (it supplies error, source, expr, literal, const, emit and `metadata`)."""
+
+    def load_metadata(self, stmt: ast.Assign) -> None:
+        call = stmt.value
+        if len(call.args) != 1 or not isinstance(call.args[0], ast.Constant) or not isinstance(call.args[0].value, str):
+            raise self.error(stmt, "metadata = tvm.ir.load_json(...) expects one string of JSON")
+        try:
+            self.metadata = load_constants(call.args[0].value)
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+            raise self.error(stmt, f"cannot read the metadata section: {e}") from None
+
+    def sugar(self, node: ast.expr, op_name: str, operands: list[ast.expr]) -> Expr:
+        """`a + b`, `-a`, ... on Relax values: the op call they stand for."""
+        args = []
+        for operand in operands:
+            if isinstance(operand, ast.BinOp | ast.UnaryOp | ast.Call) and callee(operand) not in ("R.const",):
+                raise self.error(operand, f"nested expression `{self.source(operand)}` is not supported; bind it "
+                                          "to a variable first")
+            if is_number(operand):
+                raise self.error(operand, f"`{self.source(node)}`: a Python number is not a Relax value; write "
+                                          "R.const(value, dtype)")
+            args.append(self.expr(operand))
+        try:
+            return make_call(op_name, args)
+        except (IRError, TypeError) as e:
+            raise self.error(node, str(e)) from None
+
+    def creation(self, node: ast.Call, name: str) -> Expr:
+        """Relax's zeros_like / ones_like / full_like with a dtype, and full / full_like whose fill value is a
+        tensor: tracegrad's creation ops take the fill as a number, so a tensor fill becomes
+        broadcast_to(astype(fill, dtype), shape) (its gradient, the sum, flows back to the fill value)."""
+        op_name = name[2:]
+        params = CREATION_FORMS[op_name]
+        given = dict(zip(params, node.args, strict=False))
+        if len(node.args) > len(params):
+            raise self.error(node, f"{name} takes {list(params)}, got {len(node.args)} positional arguments")
+        for kw in node.keywords:
+            if kw.arg not in params or kw.arg in given:
+                raise self.error(kw.value, f"{name}: unexpected or repeated argument {kw.arg!r}; it takes "
+                                           f"{list(params)}")
+            given[kw.arg] = kw.value
+        missing = [p for p in params if p not in given and p != "dtype"]
+        if missing:
+            raise self.error(node, f"{name} expects {missing[0]}")
+        dtype = self.literal(given["dtype"]) if "dtype" in given else None
+        dtype = None if dtype in ("void", "") else dtype
+        if "x" in given:
+            x = self.expr(given["x"])
+            if not isinstance(x.type, TensorType):
+                raise self.error(given["x"], f"{name}: x must be a tensor, got {x.type}")
+            shape, like = x.type.shape, x
+        else:
+            shape, like = self.literal(given["shape"]), None
+        try:
+            if "fill_value" not in given:  # zeros_like / ones_like
+                if dtype in (None, like.type.dtype):
+                    return make_call(op_name, [like])
+                return make_call(op_name.removesuffix("_like"), [], {"shape": shape, "dtype": dtype})
+            fill = given["fill_value"]
+            number = self.fill_number(fill)
+            if number is not None:
+                out = dtype or (like.type.dtype if like is not None else number[1])
+                if like is not None and out == like.type.dtype:
+                    return make_call("full_like", [like], {"fill_value": number[0]})
+                return make_call("full", [], {"shape": shape, "fill_value": number[0], "dtype": out})
+            value = self.expr(fill)
+            if not isinstance(value.type, TensorType) or value.type.shape != ():
+                raise IRError(f"{op_name}: fill_value must be a 0-d tensor, got {value.type}")
+            out = dtype or (like.type.dtype if like is not None else value.type.dtype)
+            if value.type.dtype != out:
+                value = self.emit(make_call("astype", [value], {"dtype": out}), "fill")
+            return make_call("broadcast_to", [value], {"shape": shape})
+        except (IRError, TypeError) as e:
+            raise self.error(node, str(e)) from None
+
+    def fill_number(self, node: ast.expr):
+        """(value, dtype) of a literal fill value or of R.const(scalar, dtype); None for a tensor expression."""
+        if callee(node) == "R.const":
+            c = self.const(node)
+            return (c.data.item(), c.type.dtype) if c.data.ndim == 0 else None
+        if isinstance(node, ast.Name | ast.Subscript | ast.Tuple):
+            return None
+        value = self.literal(node)  # a number, float("inf"), -float("nan"), ...
+        if not isinstance(value, bool | int | float):
+            raise self.error(node, f"fill_value must be a number or a 0-d tensor, got `{self.source(node)}`")
+        return value, ("float32" if isinstance(value, float) else "int32")
+
+    def metadata_constant(self, node: ast.Subscript) -> Constant:
+        """`metadata["relax.expr.Constant"][i]`: the i-th constant of the metadata section."""
+        inner = node.value
+        if not (isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Name)):
+            raise self.error(node, f"expected metadata[\"relax.expr.Constant\"][i], got `{self.source(node)}`")
+        key, index = self.literal(inner.slice), self.literal(node.slice)
+        if self.metadata is None:
+            raise self.error(node, f"`{self.source(node)}` refers to the metadata section, which this text does not "
+                                   "have: print the module with mod.script(show_meta=True)")
+        entries = self.metadata.get(key)
+        if key != "relax.expr.Constant" or entries is None:
+            raise self.error(node, f"metadata[{key!r}]: only relax.expr.Constant entries are supported "
+                                   f"(the section has {sorted(self.metadata)})")
+        if not isinstance(index, int) or not 0 <= index < len(entries):
+            raise self.error(node, f"metadata[{key!r}][{index!r}]: the section holds {len(entries)} constant(s)")
+        return Constant(entries[index])
+
+
+def normalized_slice(t, attrs: dict) -> dict:
+    """Relax's strided_slice begin/end (negative ones counted from the back, out-of-range ones clamped, as
+    Python's slices) in tracegrad's normalized form; strides default to ones, as in Relax."""
+    axes, begin, end = attrs.get("axes"), attrs.get("begin"), attrs.get("end")
+    strides = attrs.get("strides") or [1] * len(axes or ())
+    if not isinstance(t, TensorType) or not all(isinstance(v, list | tuple) for v in (axes, begin, end, strides)) \
+            or not len(axes) == len(begin) == len(end) == len(strides) \
+            or not all(isinstance(a, int) and -t.ndim <= a < t.ndim for a in axes) or 0 in strides:
+        return attrs  # inference names what is wrong
+    bounds = [slice(b, e, st).indices(t.shape[a]) for a, b, e, st in zip(axes, begin, end, strides, strict=True)]
+    return {**attrs, "begin": [lo for lo, _, _ in bounds], "end": [hi for _, hi, _ in bounds], "strides": strides}
+
+
+def is_number(node: ast.expr) -> bool:
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool)
+
+
+def is_metadata(stmt: ast.stmt) -> bool:
+    """`metadata = tvm.ir.load_json(...)`, which mod.script(show_meta=True) writes above the module."""
+    return (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id == "metadata" and callee(stmt.value) in ("tvm.ir.load_json", "ir.load_json"))
