@@ -120,10 +120,11 @@ def unflatten(x, dim: int, sizes_) -> Tensor:
     x = as_tensor(x)
     d = _dim("unflatten", dim, x.ndim)
     inner = sizes("unflatten", (sizes_,))
-    known = math.prod(s for s in inner if s != -1)
-    if inner.count(-1) > 1 or (-1 not in inner and known != x.shape[d]) or (known == 0 or x.shape[d] % known):
-        raise ValueError(f"unflatten: sizes {inner} do not split axis {dim} of size {x.shape[d]} (shape {x.shape})")
-    inner = tuple(x.shape[d] // known if s == -1 else s for s in inner)
+    n, known = x.shape[d], math.prod(s for s in inner if s != -1)
+    fits = (known != 0 and n % known == 0) if -1 in inner else known == n
+    if inner.count(-1) > 1 or not fits:
+        raise ValueError(f"unflatten: sizes {inner} do not split axis {dim} of size {n} (shape {x.shape})")
+    inner = tuple(n // known if s == -1 else s for s in inner)
     return _shape.reshape(x, x.shape[:d] + inner + x.shape[d + 1:])
 
 
