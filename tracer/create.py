@@ -2,9 +2,9 @@
 
 The random ones draw a seed from tracegrad's seeded generator (`manual_seed`, or a `Generator` passed as
 `generator=`, or an int `seed=`) and run a counter-based random op on it, so eager calls and traced ones
-give the same values for the same seed. Inside a traced, compiled function a draw from the global
-generator is fresh on every call (as dropout's mask); a `generator=` or `seed=` is drawn once, when the
-function is traced, and stays fixed.
+give the same values for the same seed. Inside a traced, compiled function every call draws afresh (as
+dropout's mask), from the global generator or from `generator=`, in the same sequence as eager calls; an
+int `seed=` fixes the values.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 import ir
 
 from .math import as_tensor, astype
-from .rng import Generator, draw_seed
+from .rng import Generator, fresh_seed
 from .shape import _size_args, concat, zeros, zeros_like
 from .tensor import Tensor, active_trace, apply
 
@@ -23,20 +23,19 @@ from .tensor import Tensor, active_trace, apply
 def _seed(fn: str, generator, seed) -> Tensor:
     if generator is not None and seed is not None:
         raise TypeError(f"{fn}: pass generator= or seed=, not both")
-    if generator is not None:
-        if not isinstance(generator, Generator):
-            raise TypeError(f"{fn}: generator must be a tracer.Generator, got {type(generator).__name__}")
-        return Tensor(generator.draw_seed())
+    if generator is not None and not isinstance(generator, Generator):
+        raise TypeError(f"{fn}: generator must be a tracer.Generator, got {type(generator).__name__}")
     if seed is not None:
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise TypeError(f"{fn}: seed must be an int, got {seed!r}")
         return Tensor(np.asarray(seed, dtype="int64"))
     if active_trace() is None:
-        return Tensor(draw_seed(), name="seed")
-    # as dropout's seed: a parameter that each call of the compiled step draws; tracing draws nothing, so a
-    # seeded run gives the same values whether or not this call traced
+        return Tensor(fresh_seed(generator or True), name="seed")
+    # as dropout's seed: a parameter that each call of the compiled step draws (from `generator` when one is
+    # given: the marker says which, see rng.fresh_seed); tracing draws nothing, so the draws of a compiled
+    # step follow the same sequence as eager calls
     t = Tensor(np.zeros((), "int64"), name="seed")
-    t._fresh_seed = True
+    t._fresh_seed = generator or True
     return t
 
 

@@ -39,3 +39,10 @@ class Generator:
     def draw_seed(self) -> np.ndarray:
         """A fresh 0-d int64 seed."""
         return np.asarray(self._rng.integers(2**63 - 1), dtype="int64")
+
+
+def fresh_seed(source=True) -> np.ndarray:
+    """The seed a compiled step feeds to a random op's fresh-seed parameter on each call: drawn from the
+    tensor's `_fresh_seed` marker when it is a Generator (`randn(..., generator=g)` inside a traced
+    function), else from the global generator (dropout, randn without one)."""
+    return source.draw_seed() if isinstance(source, Generator) else draw_seed()

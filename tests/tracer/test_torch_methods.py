@@ -319,3 +319,13 @@ def test_numpy_functions_on_traced_values_raise_clearly():
         tracer.trace(lambda t: np.allclose(t, 0.0) * t, X)
     with pytest.raises(TypeError, match=r"np.where\(condition\) \(the indices form\) is not supported"):
         np.where(tracer.tensor(X) > 1)
+
+
+def test_a_generator_inside_a_trace_is_drawn_per_call_not_while_tracing():
+    from tracer.rng import fresh_seed
+
+    g = tracer.Generator(0)
+    traced = tracer.trace_function(lambda: tracer.randn(3, generator=g), ())
+    (seed,) = traced.captured
+    assert seed._fresh_seed is g  # the compiled step feeds fresh_seed(g) on each call
+    np.testing.assert_array_equal(fresh_seed(seed._fresh_seed), tracer.Generator(0).draw_seed())  # nothing drawn yet
