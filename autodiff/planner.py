@@ -162,6 +162,10 @@ class _Search:
         sizes = sorted({g for g in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32) if g <= len(segments)})
         for g in sizes:
             groups = [(segments[i][0], segments[min(i + g, len(segments)) - 1][1]) for i in range(0, len(segments), g)]
+            if len(groups) > 1:  # as checkpoint_sequential: the last group's activations are needed at once anyway
+                but_last = self.measure(tuple(groups[:-1]))
+                if but_last.peak_bytes <= limit:
+                    fits.append(but_last)
             if self.measure(tuple(groups)).peak_bytes > limit:
                 continue
             lo, hi = 1, len(groups)
@@ -198,25 +202,32 @@ class _Search:
         return self.measured[key]
 
     def segments(self) -> list[tuple[int, int]]:
-        """Binding ranges between the local minima of the bytes crossing each boundary (at most 32)."""
+        """Binding ranges between the local minima of the bytes crossing each boundary (at most 48)."""
         n = len(self.bindings)
         crossing = self._crossing()
         cuts = [p for p in range(1, n)
                 if crossing[p] <= crossing[p - 1] and (p + 1 >= n or crossing[p] <= crossing[p + 1])]
         bounds = [0] + cuts + [n]
-        if len(bounds) - 1 > 32:  # merge neighbours: each candidate costs a Gradient pass and clean-up
-            step = (len(bounds) - 1) / 32
-            bounds = sorted({bounds[round(i * step)] for i in range(32)} | {n})
-        return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+        segments = [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+        flops = [sum(op_flops(bd.value) for bd in self.bindings[a:b]) for a, b in segments]
+        while len(segments) > 48:  # merge the cheapest neighbours: each candidate costs a Gradient pass
+            i = min(range(len(segments) - 1), key=lambda i: flops[i] + flops[i + 1])
+            segments[i:i + 2] = [(segments[i][0], segments[i + 1][1])]
+            flops[i:i + 2] = [flops[i] + flops[i + 1]]
+        return segments
 
     def _crossing(self) -> list[int]:
-        """crossing[p]: bytes of bindings before p that are read at p or later (or returned)."""
+        """crossing[p]: bytes of values made before binding p (or, for parameters, first read before it)
+        that are read at p or later (or returned)."""
         index = {b.var: i for i, b in enumerate(self.bindings)}
         n = len(self.bindings)
         last = {}
         for i, b in enumerate(self.bindings):
             for u in free_vars(b.value):
                 if u in index:
+                    last[u] = i
+                elif u in self.fn.params:
+                    index.setdefault(u, i)  # a parameter counts from its first read: x feeding block 1's add
                     last[u] = i
         for u in free_vars(self.fn.body):
             if u in index:

@@ -3,10 +3,11 @@
 Two models: the residual MLP of `checkpoint_memory.py` (32 blocks h = h + tanh(h @ W_i), width 128,
 batch 2048) and the GPT of `examples/train_gpt.py` (8 blocks, d_model 64, 4 heads, 16 tokens, batch 64).
 For each, five budgets evenly spaced from the peak with every block checkpointed to the peak without
-checkpoints, and per variant: the executor's peak_bytes (exact), the step time (median of interleaved
-rounds) and the FLOPs the backward recomputes (estimated from shapes, `autodiff.planner.op_flops`, over
-the bindings the Gradient pass marks as recomputations). PyTorch's `checkpoint_sequential` on the MLP,
-with 32 down to 2 segments, gives the comparison at similar peaks (PyTorch's peak is its profiler's
+checkpoints, then each hand-placed variant's own peak as a budget; per variant: the executor's
+peak_bytes (exact), the step time (median of interleaved rounds) and the FLOPs the backward recomputes
+(estimated from shapes, `autodiff.planner.op_flops`, over the bindings the Gradient pass marks as
+recomputations). PyTorch's `checkpoint_sequential` on the MLP, with 32 down to 2 segments, gives the
+comparison at similar peaks (PyTorch's peak is its profiler's
 allocation high-water mark; see `checkpoint_memory.py`).
 
     python benchmarks/checkpoint_planner.py            # full sizes
@@ -109,11 +110,15 @@ def gpt_variants(quick: bool) -> tuple[str, list[Variant]]:
 
 
 def planned(hand: list[Variant], make_step, args) -> list[Variant]:
+    """The five budgets from every block's peak to none's, then each hand-placed variant's own peak as
+    the budget (the comparison at equal peak)."""
     none, every = hand[0].peak, hand[1].peak
     out = []
     for f in FRACTIONS:
         budget = int(every + f * (none - every))
         out.append(Variant(f"planner {f:.2f}", make_step(budget), args, budget))
+    for h in hand[1:]:
+        out.append(Variant(f"planner @ {h.name}", make_step(h.peak), args, h.peak))
     return out
 
 
@@ -131,13 +136,13 @@ def report(title: str, variants: list[Variant], repeats: int) -> None:
     medians = interleaved_medians({v.name: v.run for v in variants}, repeats)
     base_t = medians["none"]
     print(f"\n{title}\n(step = one compiled value_and_grad call, median of {repeats} interleaved rounds)")
-    print(f"{'variant':<16} {'budget':>10} {'peak':>10} {'fits':>5} {'regions':>8} {'recomp GFLOP':>13} "
+    print(f"{'variant':<26} {'budget':>10} {'peak':>10} {'fits':>5} {'regions':>8} {'recomp GFLOP':>13} "
           f"{'step ms':>9} {'vs none':>8} {'plan s':>7}")
     for v in variants:
         budget = format_bytes(v.budget) if v.budget is not None else "-"
         fits = ("yes" if v.peak <= v.budget else "NO") if v.budget is not None else "-"
         plan_s = f"{v.compile_s:7.1f}" if v.budget is not None else f"{'-':>7}"
-        print(f"{v.name:<16} {budget:>10} {format_bytes(v.peak):>10} {fits:>5} {v.regions:>8} {v.flops / 1e9:13.3f} "
+        print(f"{v.name:<26} {budget:>10} {format_bytes(v.peak):>10} {fits:>5} {v.regions:>8} {v.flops / 1e9:13.3f} "
               f"{medians[v.name] * 1e3:9.2f} {medians[v.name] / base_t:8.3f} {plan_s}")
 
 
