@@ -7,8 +7,6 @@ NumPy values. Inside a trace they raise, since a traced value has no data.
 """
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 from . import math as _m
@@ -21,8 +19,7 @@ _UFUNCS = {
     "greater": _m.greater, "greater_equal": _m.greater_equal, "equal": _m.equal, "not_equal": _m.not_equal,
     "negative": _m.negative, "absolute": _m.abs, "exp": _m.exp, "log": _m.log, "sqrt": _m.sqrt, "sin": _m.sin,
     "cos": _m.cos, "tanh": _m.tanh, "matmul": _s.matmul, "square": lambda x: _m.multiply(x, x),
-    "positive": lambda x: x, "floor_divide": lambda a, b: operator.floordiv(_m.as_tensor(a), b),
-    "remainder": lambda a, b: operator.mod(_m.as_tensor(a), b),
+    "positive": lambda x: x, "floor_divide": _m.floor_divide, "remainder": _m.remainder,
 }
 _UFUNC_HINTS = {"reciprocal": "1 / x", "log1p": "tracer.log(1 + x)", "expm1": "tracer.exp(x) - 1",
                 "sign": "tracer.where(x > 0, 1.0, tracer.where(x < 0, -1.0, 0.0))", "isnan": "x != x",

@@ -14,6 +14,7 @@ import numpy as np
 
 import ir
 
+from . import math as _m
 from . import numpy_interop
 from . import shape as _shape
 from .math import abs as _abs
@@ -394,6 +395,95 @@ def contiguous(self) -> Tensor:
     return self
 
 
+# ---------------------------------------------------------------- torch's names for tracegrad's functions
+
+
+def _t(self) -> Tensor:
+    """The transpose of a tensor of at most 2 dimensions (torch's x.t())."""
+    if self.ndim > 2:
+        raise ValueError(f"t: expects a tensor of at most 2 dimensions, got shape {self.shape}; use transpose "
+                         "or permute")
+    return _shape.transpose(self, 0, -1) if self.ndim == 2 else self
+
+
+def _mm(fn: str, ndim: int):
+    def mm(self, other) -> Tensor:
+        other = as_tensor(other)
+        if self.ndim != ndim or other.ndim != ndim:
+            raise ValueError(f"{fn}: expects two {ndim}-D tensors, got shapes {self.shape} and {other.shape}")
+        return _shape.matmul(self, other)
+    mm.__name__ = fn
+    mm.__doc__ = f"Matrix product of two {ndim}-D tensors (torch's {fn}; matmul broadcasts)."
+    return mm
+
+
+def div(x, other, *, rounding_mode: str | None = None) -> Tensor:
+    """x / other; rounding_mode="floor" is floor division (//). "trunc" is not supported."""
+    if rounding_mode is None:
+        return _m.divide(x, other)
+    if rounding_mode == "floor":
+        return _m.floor_divide(x, other)
+    raise ValueError(f"div: rounding_mode must be None or 'floor', got {rounding_mode!r}")
+
+
+def add(x, other, *, alpha=1) -> Tensor:
+    """x + alpha * other (torch's add)."""
+    return _m.add(x, other if alpha == 1 else _m.multiply(other, alpha))
+
+
+def sub(x, other, *, alpha=1) -> Tensor:
+    """x - alpha * other (torch's sub)."""
+    return _m.subtract(x, other if alpha == 1 else _m.multiply(other, alpha))
+
+
+def _any(x, axis=None, keepdims: bool = False) -> Tensor:
+    """True where any element along `axis` (all axes by default) is nonzero."""
+    hits = astype(not_equal(as_tensor(x), 0), "int32")
+    return greater(_shape.max(hits, axis=axis, keepdims=keepdims), 0)
+
+
+def _all(x, axis=None, keepdims: bool = False) -> Tensor:
+    """True where every element along `axis` (all axes by default) is nonzero."""
+    hits = astype(not_equal(as_tensor(x), 0), "int32")
+    return greater(_shape.min(hits, axis=axis, keepdims=keepdims), 0)
+
+
+def type_as(self, other) -> Tensor:
+    """`self` in other's dtype."""
+    return astype(self, as_tensor(other).dtype)
+
+
+def new_zeros(self, *size, dtype: str | None = None) -> Tensor:
+    """Zeros of the given size in self's dtype (or `dtype`)."""
+    return _shape.zeros(sizes("new_zeros", size), dtype=dtype or self.dtype)
+
+
+def new_ones(self, *size, dtype: str | None = None) -> Tensor:
+    """Ones of the given size in self's dtype (or `dtype`)."""
+    return _shape.ones(sizes("new_ones", size), dtype=dtype or self.dtype)
+
+
+def new_full(self, size, fill_value, *, dtype: str | None = None) -> Tensor:
+    """`fill_value` in the given size, in self's dtype (or `dtype`)."""
+    return _shape.full(sizes("new_full", (size,)), fill_value, dtype or self.dtype)
+
+
+def new_tensor(self, data, *, dtype: str | None = None) -> Tensor:
+    """A new tensor of `data`, in self's dtype (or `dtype`)."""
+    return Tensor(data, dtype or self.dtype)
+
+
+_ALIASES = {
+    "add": add, "sub": sub, "subtract": sub, "mul": _m.multiply, "multiply": _m.multiply,
+    "div": div, "divide": div, "true_divide": _m.divide, "neg": _m.negative, "negative": _m.negative,
+    "eq": _m.equal, "ne": _m.not_equal, "lt": _m.less, "le": _m.less_equal, "gt": _m.greater, "ge": _m.greater_equal,
+    "square": lambda x: _m.multiply(x, x), "t": _t, "mm": _mm("mm", 2), "bmm": _mm("bmm", 3), "any": _any,
+    "all": _all, "type_as": type_as, "new_zeros": new_zeros, "new_ones": new_ones, "new_full": new_full,
+    "new_tensor": new_tensor, "amax": _shape.max, "amin": _shape.min,
+}
+_ALIASES["square"].__name__ = "square"
+
+
 __all__ = ["argmin", "chunk", "clamp", "flatten", "logsumexp", "masked_fill", "norm", "std", "unflatten",
            "unsqueeze"]
 
@@ -404,6 +494,7 @@ METHODS = {
     "argmin": argmin, "cumsum": cumsum, "logsumexp": logsumexp, "std": std, "norm": norm,
     "detach": detach, "clone": clone, "to": to, "tolist": tolist, "numel": numel, "dim": dim, "contiguous": contiguous,
     **{f.__name__: f for f in map(_caster, ("float32", "float64", "float16", "int64", "int32", "bool"))},
+    **_ALIASES,
 }
 
 
