@@ -69,6 +69,7 @@ def assign_names(fn: Function) -> dict[Var, str]:
 
 
 def print_function(fn: Function, name: str, show_source: bool = False) -> str:
+    """`fn` as TVMScript text under `name`; show_source adds "# file.py:LINE" of the user code to each binding."""
     namer = _Namer()
     params = ", ".join(f"{namer.bind(p)}: {print_type(p.type)}" for p in fn.params)
     out = ["@R.function", f"def {name}({params}) -> {print_type(fn.ret_type)}:"]
