@@ -102,6 +102,19 @@ def test_a_tighter_budget_recomputes_more():
     assert 0 < loose.recompute_flops < tight.recompute_flops
 
 
+@pytest.mark.parametrize("variant, segment", [("every", 4), ("segments", 2), ("segments", 4)])
+def test_at_a_hand_placed_peak_the_planner_recomputes_no_more(variant, segment):
+    mod, arrays, weights = residual()
+    hand = tracer.trace_function(residual_loss([tracer.tensor(w) for w in arrays[1:]], variant, segment),
+                                 (arrays[0],)).mod
+    hand_step = step_of(hand, hand["main"].params[1:])
+    _, peak = run(hand_step, arrays)
+    hand_flops = sum(op_flops(b.value) for b in hand_step["main_adjoint"].bindings
+                     if b.loc is not None and b.loc.role == "recompute")
+    plan = make_plan(mod, peak, require_grads=weights)
+    assert plan.peak_bytes <= peak and 0 < plan.recompute_flops <= hand_flops
+
+
 def test_budgets_are_met_on_a_chain_and_on_attention():
     mod = tracer.trace(chain, tracer.spec((64, 64)))
     arrays = arrays_for(mod["main"])
