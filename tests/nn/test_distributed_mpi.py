@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -34,10 +35,18 @@ def launch(*args, n=2, timeout=120):
         pytest.skip("needs mpi4py and mpiexec: pip install tracegrad[mpi]")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MPIEXEC_TIMEOUT": str(timeout)}
-    proc = subprocess.run([_mpiexec(), "-n", str(n), sys.executable, *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout + 10)
-    assert proc.returncode == 0, f"mpiexec -n {n} {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
+    # a session of its own, so that a timeout ends mpiexec and every process it started (a process left
+    # waiting in a collective would poll forever)
+    proc = subprocess.Popen([_mpiexec(), "-n", str(n), sys.executable, *args], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout + 10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"mpiexec -n {n} {' '.join(args)} ran past {timeout} s:\n{out}\n{err}")
+    assert proc.returncode == 0, f"mpiexec -n {n} {' '.join(args)} exited {proc.returncode}:\n{out}\n{err}"
+    return out
 
 
 @pytest.fixture(scope="module")
