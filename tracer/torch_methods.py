@@ -12,10 +12,7 @@ import math
 
 import numpy as np
 
-import ir
-
-from . import math as _m
-from . import numpy_interop
+from . import numpy_interop, torch_convert
 from . import shape as _shape
 from .math import abs as _abs
 from .math import (
@@ -32,7 +29,7 @@ from .math import (
     where,
 )
 from .setitem import setitem
-from .tensor import Tensor, active_trace, apply, array_module_of, dtype_name, to_expr
+from .tensor import Tensor, apply
 
 # ---------------------------------------------------------------- spellings
 
@@ -277,224 +274,19 @@ def norm(x, p=2, axis=None, keepdims: bool = False) -> Tensor:
     return _shape.sum(_abs(x) ** p, **kw) ** (1.0 / p)
 
 
-def cumsum(x, axis: int) -> Tensor:
-    """Running sum along `axis` (torch's cumsum(dim))."""
-    from . import cumsum as _cumsum  # tracer.cumsum, the op's own entry point
-
-    return _cumsum(x, axis)
-
-
-# ---------------------------------------------------------------- conversion methods
-
-
-def detach(self) -> Tensor:
-    """The same values, cut from the gradient (a `grad.stop_gradient` inside a trace)."""
-    return stop_gradient(self)
-
-
-def _dtype_of(value) -> str | None:
-    """The dtype name `value` stands for ("float32", np.float32, np.dtype("f4")), or None."""
-    try:
-        name = dtype_name(np.dtype(value))
-    except (TypeError, ValueError):
-        return None
-    return name if name in ir.DTYPES and (not isinstance(value, str) or value == name) else None
-
-
-def to(self, *args, dtype=None, device=None, copy: bool = False) -> Tensor:
-    """Convert: `to(dtype)`, `to("cpu" | "cuda")`, `to(device, dtype)`, `to(other_tensor)`.
-
-    Inside a trace the device is the executor's business: only the dtype changes.
-
-    >>> import tracer
-    >>> tracer.ones((2,)).to("float64").dtype, tracer.ones((2,)).to("cpu").dtype
-    ('float64', 'float32')
-    """
-    for a in args:
-        if isinstance(a, Tensor):
-            dtype = dtype or a.dtype
-        elif _dtype_of(a) is not None:
-            dtype = _dtype_of(a)
-        elif isinstance(a, str):
-            device = a
-        else:
-            raise TypeError(f"to: expected a dtype, a device ('cpu', 'cuda') or a tensor, got {a!r}")
-    if dtype is not None and _dtype_of(dtype) is None:
-        raise TypeError(f"to: unsupported dtype {dtype!r}; tracegrad supports {', '.join(ir.DTYPES)}")
-    y = self if dtype is None else astype(self, _dtype_of(dtype))
-    if device is not None:
-        y = _to_device(y, str(device))
-    if copy and y is self and self._var is None:
-        y = Tensor.wrap(self._data.copy())
-    return y
-
-
-def _to_device(x: Tensor, device: str) -> Tensor:
-    kind = device.split(":")[0]
-    if kind not in ("cpu", "cuda"):
-        raise ValueError(f"to: unknown device {device!r}; use 'cpu' or 'cuda'")
-    if x._var is not None or active_trace() is not None:
-        return x
-    on_gpu = array_module_of(x._data) is not np
-    if kind == "cpu" and on_gpu:
-        return Tensor.wrap(x._data.get())
-    if kind == "cuda" and not on_gpu:
-        import cupy  # tracegrad's GPU arrays; an ImportError here says CuPy is missing
-
-        return Tensor.wrap(cupy.asarray(x._data))
-    return x
-
-
-def clone(self) -> Tensor:
-    """A copy: writes to it (`y[0] = 1`, `y += 1`) leave `self` alone. Inside a trace values are never
-    shared, so it is a new Tensor holding the same value, with no op."""
-    ctx = active_trace()
-    if self._var is None and (ctx is None or self._in_trace is not None and self._in_trace() is ctx):
-        copy = self._data.copy()
-        return Tensor.wrap(copy) if ctx is None else Tensor(copy)  # in a trace, a constant of the copy
-    if ctx is None:
-        self._concrete("clone()")  # a traced value that escaped its trace: the usual error
-    expr = to_expr(self, ctx)
-    if isinstance(expr, ir.Var):
-        return Tensor(_var=expr, _trace=ctx)
-    return apply("broadcast_to", [self], shape=self.shape)
-
-
-def _caster(dtype):
-    def fn(self) -> Tensor:
-        return astype(self, dtype)
-    fn.__name__ = {"float32": "float", "float64": "double", "float16": "half", "int64": "long", "int32": "int",
-                   "bool": "bool"}[dtype]
-    fn.__doc__ = f"`self` as {dtype} (torch's .{fn.__name__}())."
-    return fn
-
-
-def tolist(self):
-    """The values as nested Python lists (a Python number for a 0-d tensor)."""
-    return self.numpy().tolist()
-
-
-def numel(self) -> int:
-    """The number of elements."""
-    return math.prod(self.shape)
-
-
-def dim(self) -> int:
-    """The number of dimensions (torch's x.dim(), the same as x.ndim)."""
-    return self.ndim
-
-
-def _mT(self) -> Tensor:
-    if self.ndim < 2:
-        raise ValueError(f"mT: needs a tensor of at least 2 dimensions, got shape {self.shape}")
-    return _shape.transpose(self, -2, -1)
-
-
-def contiguous(self) -> Tensor:
-    """`self`: tracegrad's tensors have no strides to make contiguous."""
-    return self
-
-
-# ---------------------------------------------------------------- torch's names for tracegrad's functions
-
-
-def _t(self) -> Tensor:
-    """The transpose of a tensor of at most 2 dimensions (torch's x.t())."""
-    if self.ndim > 2:
-        raise ValueError(f"t: expects a tensor of at most 2 dimensions, got shape {self.shape}; use transpose "
-                         "or permute")
-    return _shape.transpose(self, 0, -1) if self.ndim == 2 else self
-
-
-def _mm(fn: str, ndim: int):
-    def mm(self, other) -> Tensor:
-        other = as_tensor(other)
-        if self.ndim != ndim or other.ndim != ndim:
-            raise ValueError(f"{fn}: expects two {ndim}-D tensors, got shapes {self.shape} and {other.shape}")
-        return _shape.matmul(self, other)
-    mm.__name__ = fn
-    mm.__doc__ = f"Matrix product of two {ndim}-D tensors (torch's {fn}; matmul broadcasts)."
-    return mm
-
-
-def div(x, other, *, rounding_mode: str | None = None) -> Tensor:
-    """x / other; rounding_mode="floor" is floor division (//). "trunc" is not supported."""
-    if rounding_mode is None:
-        return _m.divide(x, other)
-    if rounding_mode == "floor":
-        return _m.floor_divide(x, other)
-    raise ValueError(f"div: rounding_mode must be None or 'floor', got {rounding_mode!r}")
-
-
-def add(x, other, *, alpha=1) -> Tensor:
-    """x + alpha * other (torch's add)."""
-    return _m.add(x, other if alpha == 1 else _m.multiply(other, alpha))
-
-
-def sub(x, other, *, alpha=1) -> Tensor:
-    """x - alpha * other (torch's sub)."""
-    return _m.subtract(x, other if alpha == 1 else _m.multiply(other, alpha))
-
-
-def _any(x, axis=None, keepdims: bool = False) -> Tensor:
-    """True where any element along `axis` (all axes by default) is nonzero."""
-    hits = astype(not_equal(as_tensor(x), 0), "int32")
-    return greater(_shape.max(hits, axis=axis, keepdims=keepdims), 0)
-
-
-def _all(x, axis=None, keepdims: bool = False) -> Tensor:
-    """True where every element along `axis` (all axes by default) is nonzero."""
-    hits = astype(not_equal(as_tensor(x), 0), "int32")
-    return greater(_shape.min(hits, axis=axis, keepdims=keepdims), 0)
-
-
-def type_as(self, other) -> Tensor:
-    """`self` in other's dtype."""
-    return astype(self, as_tensor(other).dtype)
-
-
-def new_zeros(self, *size, dtype: str | None = None) -> Tensor:
-    """Zeros of the given size in self's dtype (or `dtype`)."""
-    return _shape.zeros(sizes("new_zeros", size), dtype=dtype or self.dtype)
-
-
-def new_ones(self, *size, dtype: str | None = None) -> Tensor:
-    """Ones of the given size in self's dtype (or `dtype`)."""
-    return _shape.ones(sizes("new_ones", size), dtype=dtype or self.dtype)
-
-
-def new_full(self, size, fill_value, *, dtype: str | None = None) -> Tensor:
-    """`fill_value` in the given size, in self's dtype (or `dtype`)."""
-    return _shape.full(sizes("new_full", (size,)), fill_value, dtype or self.dtype)
-
-
-def new_tensor(self, data, *, dtype: str | None = None) -> Tensor:
-    """A new tensor of `data`, in self's dtype (or `dtype`)."""
-    return Tensor(data, dtype or self.dtype)
-
-
-_ALIASES = {
-    "add": add, "sub": sub, "subtract": sub, "mul": _m.multiply, "multiply": _m.multiply,
-    "div": div, "divide": div, "true_divide": _m.divide, "neg": _m.negative, "negative": _m.negative,
-    "eq": _m.equal, "ne": _m.not_equal, "lt": _m.less, "le": _m.less_equal, "gt": _m.greater, "ge": _m.greater_equal,
-    "square": lambda x: _m.multiply(x, x), "t": _t, "mm": _mm("mm", 2), "bmm": _mm("bmm", 3), "any": _any,
-    "all": _all, "type_as": type_as, "new_zeros": new_zeros, "new_ones": new_ones, "new_full": new_full,
-    "new_tensor": new_tensor, "amax": _shape.max, "amin": _shape.min,
-}
-_ALIASES["square"].__name__ = "square"
+def cumsum(x, axis: int | None = None) -> Tensor:
+    """Running sum along `axis` (torch's cumsum(dim)): tracer.cumsum, the cumsum op's entry point."""
+    return _shape.cumsum(x, axis)
 
 
 __all__ = ["argmin", "chunk", "clamp", "flatten", "logsumexp", "masked_fill", "norm", "std", "unflatten",
            "unsqueeze"]
 
-OPERATORS = {"mT": property(_mT), "__setitem__": setitem, **numpy_interop.OPERATORS}
+OPERATORS = {"__setitem__": setitem, **numpy_interop.OPERATORS, **torch_convert.OPERATORS}
 METHODS = {
     "view": view, "flatten": flatten, "unflatten": unflatten, "unsqueeze": unsqueeze, "permute": permute,
     "expand": expand, "repeat": repeat, "chunk": chunk, "clamp": clamp, "clip": clamp, "masked_fill": masked_fill,
-    "argmin": argmin, "cumsum": cumsum, "logsumexp": logsumexp, "std": std, "norm": norm,
-    "detach": detach, "clone": clone, "to": to, "tolist": tolist, "numel": numel, "dim": dim, "contiguous": contiguous,
-    **{f.__name__: f for f in map(_caster, ("float32", "float64", "float16", "int64", "int32", "bool"))},
-    **_ALIASES,
+    "argmin": argmin, "cumsum": cumsum, "logsumexp": logsumexp, "std": std, "norm": norm, **torch_convert.METHODS,
 }
 
 
