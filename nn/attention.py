@@ -66,11 +66,15 @@ class MultiheadAttention(Module):
                              f"(B, S, {E}), got query {q.shape}, key {k.shape}, value {v.shape}")
         B, L, S, D = q.shape[0], q.shape[1], k.shape[1], E // H
         w, b = self.in_proj_weight, self.in_proj_bias
-        heads = []
-        for i, t in enumerate((q, k, v)):
-            proj = F.linear(t, w[i * E:(i + 1) * E], None if b is None else b[i * E:(i + 1) * E])
-            heads.append(tracer.permute_dims(tracer.reshape(proj, (B, t.shape[1], H, D)), [0, 2, 1, 3]))
-        q, k, v = heads                                                          # (B, H, L|S, D)
+        if q is k and k is v:  # self-attention: one matmul projects q, k and v together
+            qkv = tracer.permute_dims(tracer.reshape(F.linear(q, w, b), (B, L, 3, H, D)), [2, 0, 3, 1, 4])
+            q, k, v = qkv[0], qkv[1], qkv[2]
+        else:
+            heads = []
+            for i, t in enumerate((q, k, v)):
+                proj = F.linear(t, w[i * E:(i + 1) * E], None if b is None else b[i * E:(i + 1) * E])
+                heads.append(tracer.permute_dims(tracer.reshape(proj, (B, t.shape[1], H, D)), [0, 2, 1, 3]))
+            q, k, v = heads                                                      # (B, H, L|S, D)
         scores = tracer.matmul(q * (1.0 / math.sqrt(D)), tracer.permute_dims(k, [0, 1, 3, 2]))  # (B, H, L, S)
         scores = self._masked(scores, attn_mask, key_padding_mask, is_causal, B, L, S)
         weights = F.softmax(scores, axis=-1)

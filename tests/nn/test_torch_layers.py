@@ -116,6 +116,8 @@ def test_attention_masks_and_weights_match_torch(masks, average):
         q, k = k, k
         kwargs["is_causal"] = True
         kwargs["attn_mask"] = np.triu(np.ones((5, 5), bool), 1)  # torch takes is_causal as a hint with the mask
+    if "attn_mask" in kwargs and kwargs["attn_mask"].dtype == bool and masks != "causal":
+        kwargs["attn_mask"][..., 0] = False  # no row fully masked: torch gives NaN there, tracegrad uniform weights
     kwargs["average_attn_weights"] = average
     out, weights = ours(q, k, k, **kwargs)
     t_kwargs = {n: torch.tensor(v) if isinstance(v, np.ndarray) else v for n, v in kwargs.items()}
@@ -138,6 +140,11 @@ def test_attention_one_argument_is_causal_self_attention():
         m(x, x, x, attn_mask=np.zeros((4, 5), bool))
     with pytest.raises(TypeError, match="pass bias by keyword"):
         nn.MultiheadAttention(8, 2, False)
+    padding = np.zeros((2, 5), bool)
+    padding[0] = True  # every key of sample 0 masked: uniform weights, not torch's NaN (docs/from-pytorch.md)
+    out, weights = m(x, x, x, key_padding_mask=padding)
+    np.testing.assert_allclose(weights.numpy()[0], 0.2, rtol=1e-12)
+    assert np.isfinite(out.numpy()).all()
 
 
 # ---------------------------------------------------------------- own behaviour (no torch)
