@@ -18,7 +18,7 @@ from ir.ops.manipulate import broadcasts_to
 
 from .indexing import _expand, _new_axes, _plan
 from .math import astype, where
-from .tensor import Tensor, TraceError, active_trace, apply
+from .tensor import Tensor, TraceError, active_trace, apply, array_module_of
 
 
 def setitem(x: Tensor, key, value) -> None:
@@ -47,7 +47,16 @@ def _assign_eager(x: Tensor, key, value) -> None:
     if not x._data.flags.writeable:
         raise ValueError(f"x[key] = value: x (shape {x.shape}) is read-only memory, such as a broadcast from "
                          "expand/broadcast_to; assign to a copy")
-    x._data[_concrete(key, "index")] = _concrete(value, "value")
+    key, value = _concrete(key, "index"), _concrete(value, "value")
+    xp = array_module_of(x._data)
+    if xp is not np:  # CuPy takes its own arrays (a NumPy index or value would be refused)
+        key = tuple(_on(xp, k) for k in key) if isinstance(key, tuple) else _on(xp, key)
+        value = _on(xp, value)
+    x._data[key] = value
+
+
+def _on(xp, v):
+    return xp.asarray(v) if isinstance(v, (np.ndarray, list)) else v
 
 
 def _value(x: Tensor, value) -> Tensor:
