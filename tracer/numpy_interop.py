@@ -79,7 +79,7 @@ def _functions():
         np.take: _s.take, np.tril: _s.tril, np.triu: _s.triu, np.broadcast_to: _s.broadcast_to, np.matmul: _s.matmul,
         np.swapaxes: _s.transpose, np.zeros_like: _s.zeros_like, np.ones_like: _s.ones_like,
         np.full_like: _s.full_like, np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
-        np.size: lambda a: math.prod(a.shape), np.split: _s.split, np.cumsum: tm.cumsum,
+        np.size: lambda a: math.prod(a.shape), np.split: _s.split, np.cumsum: _s.cumsum,
     }
 
 

@@ -274,11 +274,6 @@ def norm(x, p=2, axis=None, keepdims: bool = False) -> Tensor:
     return _shape.sum(_abs(x) ** p, **kw) ** (1.0 / p)
 
 
-def cumsum(x, axis: int | None = None) -> Tensor:
-    """Running sum along `axis` (torch's cumsum(dim)): tracer.cumsum, the cumsum op's entry point."""
-    return _shape.cumsum(x, axis)
-
-
 __all__ = ["argmin", "chunk", "clamp", "flatten", "logsumexp", "masked_fill", "norm", "std", "unflatten",
            "unsqueeze"]
 
@@ -286,7 +281,8 @@ OPERATORS = {"__setitem__": setitem, **numpy_interop.OPERATORS, **torch_convert.
 METHODS = {
     "view": view, "flatten": flatten, "unflatten": unflatten, "unsqueeze": unsqueeze, "permute": permute,
     "expand": expand, "repeat": repeat, "chunk": chunk, "clamp": clamp, "clip": clamp, "masked_fill": masked_fill,
-    "argmin": argmin, "cumsum": cumsum, "logsumexp": logsumexp, "std": std, "norm": norm, **torch_convert.METHODS,
+    "argmin": argmin, "cumsum": _shape.cumsum, "logsumexp": logsumexp, "std": std, "norm": norm,
+    **torch_convert.METHODS,
 }
 
 

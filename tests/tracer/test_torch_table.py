@@ -55,6 +55,8 @@ ROWS = [
     ("argmin_dim", lambda m, x: x.argmin(dim=1), [x234], False),
     ("argmin_keepdim", lambda m, x: x.argmin(dim=2, keepdim=True), [x234], False),
     ("argmax_dim", lambda m, x: x.argmax(dim=1), [x234], False),
+    ("cumsum", lambda m, x: x.cumsum(1), [x234], True),
+    ("cumsum_dim", lambda m, x: x.cumsum(dim=-1), [x234], True),
     ("logsumexp", lambda m, x: (x * 50).logsumexp(1), [x234], True),
     ("logsumexp_keepdim", lambda m, x: x.logsumexp(dim=(0, 2), keepdim=True), [x234], True),
     ("std_unbiased", lambda m, x: x.std(dim=1, correction=1), [x234], True),
@@ -109,14 +111,6 @@ ROWS = [
 ]
 
 
-# tracer.cumsum comes with helper H2's cumsum op; until it is in, these rows wait
-_CUMSUM = pytest.mark.skipif(not hasattr(tracer, "cumsum"), reason="tracer.cumsum (the cumsum op) not merged yet")
-ROWS += [
-    pytest.param(("cumsum", lambda m, x: x.cumsum(1), [x234], True), marks=_CUMSUM, id="cumsum"),
-    pytest.param(("cumsum_dim", lambda m, x: x.cumsum(dim=-1), [x234], True), marks=_CUMSUM, id="cumsum_dim"),
-]
-
-
 def _set(x, key, value):
     x = x.clone()
     x[key] = value
@@ -144,7 +138,7 @@ def _flat(out):
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r[0] if isinstance(r, tuple) else r.id for r in ROWS])
+@pytest.mark.parametrize("row", ROWS, ids=[r[0] for r in ROWS])
 def test_eager_and_traced_match_torch(row, torch):
     name, fn, inputs, differentiable = row
     t_in = [torch.tensor(v, requires_grad=differentiable) for v in inputs]
