@@ -310,6 +310,8 @@ class _Parser(RelaxForms):
         op_name = name[2:]
         if op_name in CREATION_FORMS:
             return self.creation(node, name)
+        if op_name == "nn.nll_loss":
+            return self.nll_loss(node, name)
         op = OPS.get(op_name)
         if op is None:
             raise self.error(node, f"unknown op {name!r}")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
+
 from .metadata import load_constants
 from .nodes import Constant, Expr
 from .ops.registry import make_call
@@ -70,14 +72,7 @@ class RelaxForms:
         broadcast_to(astype(fill, dtype), shape) (its gradient, the sum, flows back to the fill value)."""
         op_name = name[2:]
         params = CREATION_FORMS[op_name]
-        given = dict(zip(params, node.args, strict=False))
-        if len(node.args) > len(params):
-            raise self.error(node, f"{name} takes {list(params)}, got {len(node.args)} positional arguments")
-        for kw in node.keywords:
-            if kw.arg not in params or kw.arg in given:
-                raise self.error(kw.value, f"{name}: unexpected or repeated argument {kw.arg!r}; it takes "
-                                           f"{list(params)}")
-            given[kw.arg] = kw.value
+        given = self.arguments(node, name, params)
         missing = [p for p in params if p not in given and p != "dtype"]
         if missing:
             raise self.error(node, f"{name} expects {missing[0]}")
@@ -111,6 +106,54 @@ class RelaxForms:
             return make_call("broadcast_to", [value], {"shape": shape})
         except (IRError, TypeError) as e:
             raise self.error(node, str(e)) from None
+
+    def nll_loss(self, node: ast.Call, name: str) -> Expr:
+        """Relax's `nn.nll_loss(predictions, targets, weights=None, reduction, ignore_index)`. tracegrad's op has
+        no class weights, so weights read as ops: w[t] for the counted targets times the unweighted per-item
+        loss, summed, and for "mean" divided by the sum of those w[t] (PyTorch's and Relax's weighted mean)."""
+        params = ("predictions", "targets", "weights", "reduction", "ignore_index")
+        given = self.arguments(node, name, params)
+        for p in params[:2]:
+            if p not in given:
+                raise self.error(node, f"{name} expects {p}")
+        pred, targets = self.expr(given["predictions"]), self.expr(given["targets"])
+        attrs = {k: self.literal(given[k]) for k in params[3:] if k in given}
+        weights = given.get("weights")
+        try:
+            if weights is None or isinstance(weights, ast.Constant) and weights.value is None:
+                return make_call("nn.nll_loss", [pred, targets], attrs)
+            w = self.expr(weights)
+            reduction = attrs.get("reduction", "mean")
+            per_item = self.emit(make_call("nn.nll_loss", [pred, targets], {**attrs, "reduction": "none"}), "lv")
+            tdtype = targets.type.dtype
+            ignore = Constant(np.asarray(attrs.get("ignore_index", -100), tdtype))
+            counted = self.emit(make_call("not_equal", [targets, ignore]), "lv")
+            safe = self.emit(make_call("where", [counted, targets, Constant(np.zeros((), tdtype))]), "lv")
+            picked = self.emit(make_call("take", [w, safe], {"axis": 0}), "lv")
+            mask = self.emit(make_call("astype", [counted], {"dtype": w.type.dtype}), "lv")
+            wt = self.emit(make_call("multiply", [picked, mask]), "lv")
+            weighted = make_call("multiply", [per_item, wt])
+            if reduction == "none":
+                return weighted
+            total = make_call("sum", [self.emit(weighted, "lv")], {"axis": None, "keepdims": False})
+            if reduction == "sum":
+                return total
+            norm = self.emit(make_call("sum", [wt], {"axis": None, "keepdims": False}), "lv")
+            return make_call("divide", [self.emit(total, "lv"), norm])
+        except (IRError, TypeError) as e:
+            raise self.error(node, str(e)) from None
+
+    def arguments(self, node: ast.Call, name: str, params: tuple[str, ...]) -> dict:
+        """{parameter: argument node} of a call, positional then keyword, each given once."""
+        given = dict(zip(params, node.args, strict=False))
+        if len(node.args) > len(params):
+            raise self.error(node, f"{name} takes {list(params)}, got {len(node.args)} positional arguments")
+        for kw in node.keywords:
+            if kw.arg not in params or kw.arg in given:
+                raise self.error(kw.value, f"{name}: unexpected or repeated argument {kw.arg!r}; it takes "
+                                           f"{list(params)}")
+            given[kw.arg] = kw.value
+        return given
 
     def fill_number(self, node: ast.expr):
         """(value, dtype) of a literal fill value or of R.const(scalar, dtype); None for a tensor expression."""

@@ -182,3 +182,54 @@ class Module:
     out = ir.Executor(mod)["main"](np.zeros((2, 3), "float32"))
     dtype = line.split('dtype="')[1].split('"')[0] if 'dtype="' in line else "float32"
     assert out.dtype == dtype and out.shape == (2, 3) and (out == fill).all()
+
+
+NLL = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(p: R.Tensor((5, 3), dtype="float64"), t: R.Tensor((5,), dtype="int64"), w: R.Tensor((3,), dtype="float64")):
+        with R.dataflow():
+            gv = R.nn.nll_loss(p, t, w, reduction="{reduction}", ignore_index=1)
+            R.output(gv)
+        return gv
+'''
+
+
+def _weighted_nll(p, t, w, reduction, ignore=1):
+    keep = t != ignore
+    wt = np.where(keep, w[np.where(keep, t, 0)], 0.0)
+    per = np.where(keep, -p[np.arange(len(t)), np.where(keep, t, 0)], 0.0) * wt
+    return {"none": per, "sum": per.sum(), "mean": per.sum() / wt.sum()}[reduction]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_with_class_weights(reduction):
+    mod = ir.parse(NLL.format(reduction=reduction))
+    ir.verify(mod)
+    rng = np.random.default_rng(3)
+    p, t, w = rng.normal(size=(5, 3)), np.array([0, 2, 1, 2, 0]), np.array([0.5, 2.0, 3.0])
+    got = ir.Executor(mod)["main"](p, t, w)
+    np.testing.assert_allclose(got, _weighted_nll(p, t, w, reduction), rtol=1e-12)
+    if reduction == "none":
+        return
+    (_, (gp, gw)) = _grads_of(mod, p, t, w)
+    eps, fd = 1e-6, np.zeros_like(p)
+    for i in np.ndindex(*p.shape):
+        d = np.zeros_like(p)
+        d[i] = eps
+        fd[i] = (_weighted_nll(p + d, t, w, reduction) - _weighted_nll(p - d, t, w, reduction)) / (2 * eps)
+    np.testing.assert_allclose(gp, fd, rtol=1e-6, atol=1e-9)
+    torch = pytest.importorskip("torch")
+    tp = torch.tensor(p, requires_grad=True)
+    loss = torch.nn.functional.nll_loss(tp, torch.tensor(t), weight=torch.tensor(w), ignore_index=1,
+                                        reduction=reduction)
+    loss.backward()
+    np.testing.assert_allclose(got, loss.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gp, tp.grad.numpy(), rtol=1e-12)
+
+
+def test_nll_loss_without_weights_is_the_op_itself():
+    text = NLL.format(reduction="sum").replace("R.nn.nll_loss(p, t, w,", "R.nn.nll_loss(p, t, weights=None,")
+    call = ir.parse(text)["main"].bindings[0].value
+    assert call.op == "nn.nll_loss" and call.attrs == {"reduction": "sum", "ignore_index": 1}
