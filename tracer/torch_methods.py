@@ -54,9 +54,11 @@ def torch_names(fn):
     if not pairs or getattr(fn, "_torch_names", False):
         return fn
 
+    torch_spelled = frozenset(t for t, _ in pairs)
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if kwargs:
+        if kwargs and not torch_spelled.isdisjoint(kwargs):
             for torch_name, np_name in pairs:
                 if torch_name in kwargs:
                     if np_name in kwargs:
