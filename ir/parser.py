@@ -16,6 +16,7 @@ from .ops.registry import OPS, make_call
 from .relax_forms import (
     BINARY_SUGAR,
     CREATION_FORMS,
+    OP_ALIASES,
     RelaxForms,
     is_metadata,
     is_number,
@@ -312,6 +313,7 @@ class _Parser(RelaxForms):
             return self.creation(node, name)
         if op_name == "nn.nll_loss":
             return self.nll_loss(node, name)
+        op_name, implied = OP_ALIASES.get(op_name, (op_name, {}))
         op = OPS.get(op_name)
         if op is None:
             raise self.error(node, f"unknown op {name!r}")
@@ -324,7 +326,7 @@ class _Parser(RelaxForms):
             raise self.error(node, f"{name} takes {len(inputs)} tensor argument(s) {tuple(inputs)} and "
                                    f"{len(op.attrs)} attribute(s) {[a.name for a in op.attrs]}, "
                                    f"got {len(node.args)} positional arguments")
-        attrs = {a.name: self.literal(n) for a, n in zip(op.attrs, attr_nodes, strict=False)}
+        attrs = {**implied, **{a.name: self.literal(n) for a, n in zip(op.attrs, attr_nodes, strict=False)}}
         attr_names = [a.name for a in op.attrs]
         out_dtype = ("out_dtype", None)
         for kw in node.keywords:

@@ -111,6 +111,13 @@ def print_expr(e: Expr, namer) -> str:
             shape = e.args[0].type.shape
             attrs = {**attrs, "end": tuple(relax_slice_end(shape[a], end, st) for a, end, st
                                            in zip(attrs["axes"], attrs["end"], attrs["strides"], strict=True))}
+        if e.op == "nn.gelu":  # Relax has no attribute here: the tanh form is its own op
+            return f"R.nn.gelu{'_tanh' if attrs['approximate'] == 'tanh' else ''}({', '.join(parts)})"
+        if e.op in ("full", "full_like"):  # Relax's fill value is a scalar tensor
+            dtype = attrs.get("dtype") or e.args[0].type.dtype
+            # the attribute's own literal (R.const rounds it to dtype just as the kernel does), so it reads back exact
+            fill = print_attr("number", attrs["fill_value"])
+            attrs = {**attrs, "fill_value": _Verbatim(f'R.const({fill}, "{dtype}")')}
         positional = True  # leading shape attributes are positional, as Relax writes R.reshape(x, R.shape([..]))
         for a in op.attrs:
             positional = positional and a.kind == "shape"
@@ -120,7 +127,13 @@ def print_expr(e: Expr, namer) -> str:
     raise TypeError(f"cannot print {e!r}")
 
 
+class _Verbatim(str):
+    """Attribute text printed as it is."""
+
+
 def print_attr(kind: str, value) -> str:
+    if isinstance(value, _Verbatim):
+        return str(value)
     if value is None:
         return "None"
     if kind == "shape":

@@ -17,6 +17,8 @@ from .types import IRError, TensorType
 # Relax's signatures of the creation ops the parser reads into tracegrad's (see RelaxForms.creation)
 CREATION_FORMS = {"zeros_like": ("x", "dtype"), "ones_like": ("x", "dtype"),
                   "full_like": ("x", "fill_value", "dtype"), "full": ("shape", "fill_value", "dtype")}
+# Relax ops that are one of tracegrad's with an attribute set: name -> (tracegrad's op, attributes)
+OP_ALIASES = {"nn.gelu_tanh": ("nn.gelu", {"approximate": "tanh"})}
 # TVMScript's operator sugar on Relax values
 BINARY_SUGAR = {ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide",
                 ast.FloorDiv: "floor_divide", ast.Pow: "power"}
@@ -158,8 +160,9 @@ class RelaxForms:
     def fill_number(self, node: ast.expr):
         """(value, dtype) of a literal fill value or of R.const(scalar, dtype); None for a tensor expression."""
         if callee(node) == "R.const":
-            c = self.const(node)
-            return (c.data.item(), c.type.dtype) if c.data.ndim == 0 else None
+            c = self.const(node)  # checked; the literal itself is kept (0.1 stays 0.1 for a float16 fill)
+            literal = self.literal(node.args[0])
+            return (literal, c.type.dtype) if c.data.ndim == 0 and not isinstance(literal, list) else None
         if isinstance(node, ast.Name | ast.Subscript | ast.Tuple):
             return None
         value = self.literal(node)  # a number, float("inf"), -float("nan"), ...
