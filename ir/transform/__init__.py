@@ -2,13 +2,16 @@
 from .base import FunctionPass, Pass, Sequential
 from .cse import CommonSubexpressionElimination
 from .dce import DeadCodeElimination
+from .layout import LayoutLowering
 from .simplify import Simplify
 
 
 def cleanup() -> Sequential:
-    """The standard clean-up after generating IR: simplify, merge duplicates, drop dead code."""
-    return Sequential([Simplify(), CommonSubexpressionElimination(), Simplify(), DeadCodeElimination()])
+    """The standard clean-up after generating IR: simplify, merge duplicates, fold transposes into
+    matmuls (LayoutLowering), drop dead code."""
+    return Sequential([Simplify(), CommonSubexpressionElimination(), LayoutLowering(), Simplify(),
+                       DeadCodeElimination()])
 
 
-__all__ = ["CommonSubexpressionElimination", "DeadCodeElimination", "FunctionPass", "Pass", "Sequential",
-           "Simplify", "cleanup"]
+__all__ = ["CommonSubexpressionElimination", "DeadCodeElimination", "FunctionPass", "LayoutLowering", "Pass",
+           "Sequential", "Simplify", "cleanup"]
