@@ -63,7 +63,7 @@ class LayoutLowering(FunctionPass):
                 a, c = defs[v.args[0]].args
                 args = []
                 for x in (c, a):
-                    t, extra = _transposed(x, defs, b.var.name)
+                    t, extra = _transposed(x, defs, fold, b.var.name)
                     out.extend(extra)
                     args.append(t)
                 v = make_call("matmul", args, defs[v.args[0]].attrs)
@@ -71,13 +71,14 @@ class LayoutLowering(FunctionPass):
         return replace_bindings(fn, out, fn.body)
 
 
-def _transposed(x: Expr, defs, name: str) -> tuple[Expr, list[Binding]]:
-    """x with its last two axes swapped: the source of a transpose it is, or a new transpose binding."""
+def _transposed(x: Expr, defs, fold, name: str) -> tuple[Expr, list[Binding]]:
+    """x with its last two axes swapped: the source of a transpose it is (unless that source is a
+    matmul folded away), or a new transpose binding."""
     ndim = x.type.ndim
     inner = defs.get(x) if isinstance(x, Var) else None
     if isinstance(inner, Call) and inner.op == "permute_dims":
         axes = inner.attrs["axes"] or tuple(reversed(range(ndim)))
-        if tuple(axes) == _swap_last(ndim):
+        if tuple(axes) == _swap_last(ndim) and inner.args[0] not in fold:
             return inner.args[0], []
     call = make_call("permute_dims", [x], {"axes": _swap_last(ndim)})
     var = Var(f"{name}_t", call.type, getattr(x, "loc", None))

@@ -82,3 +82,14 @@ def test_linear_weight_gradient_is_contiguous():
     _, (g,) = step(x)
     assert g.numpy().flags.c_contiguous
     np.testing.assert_allclose(g.numpy(), np.ones((8, 4), "float32").T @ x, rtol=1e-5)
+
+
+def test_transpose_of_a_folded_matmul_is_not_unwrapped():
+    # t = (a @ b).T is folded into b.T @ a.T; (t @ c).T must read t, not the matmul folded away
+    f = lambda a, b, c: tracer.permute_dims(tracer.permute_dims(a @ b, (1, 0)) @ c, (1, 0))  # noqa: E731
+    specs = tracer.spec((2, 3)), tracer.spec((3, 4)), tracer.spec((2, 5))
+    out = ir.transform.cleanup()(tracer.trace(f, *specs))
+    ir.verify(out)
+    rng = np.random.default_rng(1)
+    a, b, c = (rng.standard_normal(s.shape).astype("float32") for s in specs)
+    np.testing.assert_allclose(ir.Executor(out)["main"](a, b, c), ((a @ b).T @ c).T, rtol=1e-5)
