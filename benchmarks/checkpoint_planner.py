@@ -113,12 +113,14 @@ def planned(hand: list[Variant], make_step, args) -> list[Variant]:
     """The five budgets from every block's peak to none's, then each hand-placed variant's own peak as
     the budget (the comparison at equal peak)."""
     none, every = hand[0].peak, hand[1].peak
+    budgets = [(f"planner {f:.2f}", int(every + f * (none - every))) for f in FRACTIONS]
+    budgets += [(f"planner @ {h.name}", h.peak) for h in hand[1:]]
     out = []
-    for f in FRACTIONS:
-        budget = int(every + f * (none - every))
-        out.append(Variant(f"planner {f:.2f}", make_step(budget), args, budget))
-    for h in hand[1:]:
-        out.append(Variant(f"planner @ {h.name}", make_step(h.peak), args, h.peak))
+    for name, budget in budgets:
+        try:
+            out.append(Variant(name, make_step(budget), args, budget))
+        except ValueError as e:  # a budget below every plan the planner finds: say so, with its lowest peak
+            print(f"{name}: {e}")
     return out
 
 
@@ -178,19 +180,22 @@ def main(argv=None) -> None:
     p.add_argument("--repeats", type=int, default=None, help="timing rounds (default 7, quick 15)")
     p.add_argument("--plot", default=None, help="save the memory timeline of the MLP's middle budget to this PNG")
     p.add_argument("--skip-torch", action="store_true", help="leave out the PyTorch comparison")
+    p.add_argument("--models", default="mlp,gpt", help="which models, comma-separated (default: mlp,gpt)")
     args = p.parse_args(argv)
     repeats = args.repeats or (15 if args.quick else 7)
-    title, variants, weights, x = mlp_variants(args.quick)
-    report(title, variants, repeats)
-    if args.plot:
-        middle = next(v for v in variants if v.name == "planner 0.50")
-        middle.run()
-        middle.step.memory_profile().plot(args.plot)
-        print(f"\ntimeline of 'planner 0.50' saved to {args.plot}")
-    if not args.skip_torch:
-        torch_report(weights, x, repeats)
-    title, variants = gpt_variants(args.quick)
-    report(title, variants, repeats)
+    if "mlp" in args.models:
+        title, variants, weights, x = mlp_variants(args.quick)
+        report(title, variants, repeats)
+        if args.plot:
+            middle = next(v for v in variants if v.name == "planner 0.50")
+            middle.run()
+            middle.step.memory_profile().plot(args.plot)
+            print(f"\ntimeline of 'planner 0.50' saved to {args.plot}")
+        if not args.skip_torch:
+            torch_report(weights, x, repeats)
+    if "gpt" in args.models:
+        title, variants = gpt_variants(args.quick)
+        report(title, variants, repeats)
 
 
 if __name__ == "__main__":
