@@ -2,16 +2,18 @@
 from .base import FunctionPass, Pass, Sequential
 from .cse import CommonSubexpressionElimination
 from .dce import DeadCodeElimination
+from .fuse import FuseElementwise
 from .layout import LayoutLowering
 from .simplify import Simplify
 
 
 def cleanup() -> Sequential:
     """The standard clean-up after generating IR: simplify, merge duplicates, fold transposes into
-    matmuls (LayoutLowering), drop dead code."""
+    matmuls (LayoutLowering), drop dead code, fuse elementwise chains (FuseElementwise; opt-in:
+    TRACEGRAD_FUSE=1 or ir.transform.fuse.set_enabled(True))."""
     return Sequential([Simplify(), CommonSubexpressionElimination(), LayoutLowering(), Simplify(),
-                       DeadCodeElimination()])
+                       DeadCodeElimination(), FuseElementwise()])
 
 
-__all__ = ["CommonSubexpressionElimination", "DeadCodeElimination", "FunctionPass", "LayoutLowering", "Pass",
-           "Sequential", "Simplify", "cleanup"]
+__all__ = ["CommonSubexpressionElimination", "DeadCodeElimination", "FunctionPass", "FuseElementwise",
+           "LayoutLowering", "Pass", "Sequential", "Simplify", "cleanup"]
