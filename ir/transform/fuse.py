@@ -122,13 +122,19 @@ class FuseElementwise(FunctionPass):
             if j is None or v not in trees or uses.get(v) != 1 or any(j < m < i for m in markers):
                 return False
             extended = {id(x): x for x in trees[v][1] if isinstance(x, Var) and x not in params and last[x] < i}
-            return sum(_nbytes(x.type) for x in extended.values()) <= _nbytes(v.type)
+            if sum(_nbytes(x.type) for x in extended.values()) <= _nbytes(v.type):
+                return True
+            # longer-lived inputs cost nothing when nothing else is computed meanwhile
+            return all(k in members or bindings[k].var in absorbed for k in range(j + 1, i))
+
+        members: set[int] = set()  # positions of the bindings in the chain being built
 
         def build(expr, chain, i):
             if isinstance(expr, Constant) and expr.data.ndim == 0:
                 return Const(expr.data.item(), str(expr.data.dtype))
             if isinstance(expr, Var) and joins(expr, i):
                 absorbed.add(expr)
+                members.add(pos[expr])
                 tree, inputs = trees[expr]
                 return _relabel(tree, inputs, chain)
             return chain.leaf(expr)
@@ -139,6 +145,7 @@ class FuseElementwise(FunctionPass):
                 out.append(b)
                 continue
             chain = _Chain()
+            members.clear()
             node = Node(b.value.op, tuple(build(a, chain, i) for a in b.value.args), b.value.attrs)
             trees[b.var] = (node, list(chain.inputs))
             for x in chain.inputs:

@@ -1,0 +1,148 @@
+"""Elementwise fusion: fused bindings print and parse, equal the unfused path, respect checkpoint
+regions and lifetimes; the op table's forward and gradient cases pass with fusion on."""
+import numpy as np
+import pytest
+
+import ir
+import tracer
+from autodiff import Gradient
+from ir.ops import fused as fused_mod
+from ir.transform.fuse import FuseElementwise, fusion
+from tests.autodiff.test_vjp_cases import CASES as GRAD_CASES
+from tests.autodiff.test_vjp_cases import test_gradient_matches_finite_differences as gradient_case
+from tests.cases import all_cases
+
+FUSE = FuseElementwise(force=True)
+CASES = all_cases()
+
+
+def _ops(fn):
+    return [b.value.op for b in fn.bindings if isinstance(b.value, ir.Call)]
+
+
+def _flat(out):
+    return [np.asarray(o) for o in out] if isinstance(out, tuple | list) else [np.asarray(out)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_forward_case_fused_equals_unfused(case):
+    mod = tracer.trace(lambda *xs: case.fn(*xs, **case.kwargs), *case.inputs)
+    fused = FUSE(mod)
+    ir.verify(fused)
+    assert ir.structural_equal(ir.parse(str(fused)), fused)
+    want = _flat(ir.Executor(mod)["main"](*case.inputs))
+    got = _flat(ir.Executor(fused, check_types=True)["main"](*case.inputs))
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("case", GRAD_CASES, ids=[c.name for c in GRAD_CASES])
+def test_gradient_case_with_fusion_on(case):
+    with fusion(True):
+        gradient_case(case)
+
+
+def _step_module(fn, *specs):
+    mod = tracer.trace(fn, *specs)
+    params = [p for p in mod["main"].params if p.type.is_float]
+    return ir.transform.cleanup()(Gradient("main", require_grads=params)(mod))
+
+
+def _gelu_layer_norm_loss(x, w, b):
+    h = tracer.gelu(x @ w + b, approximate="tanh")
+    mu = h.mean(axis=-1, keepdims=True)
+    d = h - mu
+    y = d / tracer.sqrt((d * d).mean(axis=-1, keepdims=True) + 1e-5)
+    return tracer.softmax(y, axis=-1).sum() + tracer.relu(y).sum()
+
+
+@pytest.mark.parametrize("rows", [8, 512])  # 512 x 96: past fused.SMALL, the blocked / numexpr paths
+def test_gelu_layer_norm_softmax_step_fuses_and_agrees(rows):
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype("float32") for s in [(rows, 32), (32, 96), (96,)]]
+    mod = _step_module(_gelu_layer_norm_loss, *args)
+    fused = FUSE(mod)
+    ir.verify(fused)
+    adj = fused["main_adjoint"]
+    assert "fused" in _ops(adj) and "tanh" not in _ops(adj)  # GELU and its VJP each became part of a chain
+    assert len(_ops(adj)) < len(_ops(mod["main_adjoint"])) - 10
+    assert ir.structural_equal(ir.parse(str(fused)), fused)
+    want = ir.Executor(mod)["main_adjoint"](*args)
+    got = ir.Executor(fused, check_types=True)["main_adjoint"](*args)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    for g, w in zip(got[1], want[1], strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_large_chain_numexpr_blocked_and_unfused_agree(monkeypatch):
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((300, 257)).astype("float32"), rng.standard_normal((257,)).astype("float32")]
+    expr = ('where(greater(x0, const(0.0, "float32")), nn.gelu(add(x0, x1), approximate="tanh"), '
+            'multiply(sigmoid(x1), maximum(x0, negative(x1))))')
+    want = fused_mod.evaluate_unfused(np, expr, xs)
+    got = ir.get_op("fused").kernel(np, xs, expr)
+    assert got.dtype == np.float32 and got.shape == (300, 257)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+    monkeypatch.setattr(fused_mod, "numexpr", None)
+    fused_mod._numexpr_plan.cache_clear()
+    try:
+        blocked = ir.get_op("fused").kernel(np, xs, expr)
+    finally:
+        fused_mod._numexpr_plan.cache_clear()
+    np.testing.assert_array_equal(blocked, want)  # the same kernels block by block: bit for bit
+
+
+def test_fused_text_round_trips_and_bad_expr_is_named():
+    text = '''
+@R.function
+def main(x: R.Tensor((2, 3), "float32"), y: R.Tensor((3,), "float32")):
+    with R.dataflow():
+        z: R.Tensor((2, 3), "float32") = R.fused((x, y), expr="exp(add(x0, multiply(x1, const(2.0, 'float32'))))")
+        R.output(z)
+    return z
+'''
+    mod = ir.parse(text)
+    x = np.ones((2, 3), "float32")
+    y = np.arange(3, dtype="float32")
+    np.testing.assert_allclose(ir.Executor(mod)["main"](x, y), np.exp(x + 2 * y), rtol=1e-6)
+    with pytest.raises(ir.IRError, match="fused.*x2"):
+        ir.parse(text.replace("x1, const", "x2, const"))
+    with pytest.raises(ir.IRError, match="add.*broadcast"):
+        ir.parse(text.replace("R.Tensor((3,)", "R.Tensor((4,)"))
+
+
+def test_never_fuses_across_a_checkpoint_marker():
+    def f(x):
+        y = x.exp()
+        with tracer.checkpoint():
+            h = (x * 3.0).tanh()
+        return (y * 2.0 + h).sum()
+    mod = _step_module(f, tracer.spec((4, 5)))
+    for name in ("main", "main_adjoint"):
+        fn = FUSE(mod)[name]
+        ops = _ops(fn)
+        assert ops.count("grad.start_checkpoint") == _ops(mod[name]).count("grad.start_checkpoint")
+        assert "exp" in ops  # y = exp(x) before the region is not moved past the region into its consumer
+
+
+def test_a_chain_does_not_keep_bigger_inputs_alive_across_other_work():
+    def f(x, w1, w2, w3):
+        y = x @ w1 + x @ w2  # both products die at the add
+        z = (x @ w3).sum()  # other work in between
+        return y.exp().sum() + z
+    specs = [tracer.spec(s) for s in [(64, 64), (64, 64), (64, 64), (64, 64)]]
+    mod = tracer.trace(f, *specs)
+    ops = _ops(FUSE(mod)["main"])
+    assert "add" in ops and ops.count("exp") == 1
+    # with nothing in between the chain is taken
+    mod2 = tracer.trace(lambda x, w1, w2: (x @ w1 + x @ w2).exp().sum(), *specs[:3])
+    assert "fused" in _ops(FUSE(mod2)["main"])
+
+
+def test_switch_is_off_by_default_and_toggles_cleanup():
+    mod = tracer.trace(lambda x: (x * 2.0 + 1.0).exp(), tracer.spec((4,)))
+    with fusion(False):
+        assert "fused" not in _ops(ir.transform.cleanup()(mod)["main"])
+    with fusion(True):
+        assert _ops(ir.transform.cleanup()(mod)["main"]) == ["fused"]
