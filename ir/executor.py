@@ -14,6 +14,7 @@ import numpy as np
 from .codegen import generate
 from .nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from .ops.registry import get_op
+from .reuse import plan_reuse
 from .types import IRError, TensorType, TupleType, Type
 
 
@@ -89,7 +90,8 @@ CALL, TUPLE, GETITEM, ALIAS = range(4)
 
 
 class CompiledFunction:
-    def __init__(self, fn: Function, name: str, xp, stats: Stats, check_types: bool = False):
+    def __init__(self, fn: Function, name: str, xp, stats: Stats, check_types: bool = False,
+                 reuse_buffers: bool = True):
         self.name, self.xp, self.stats, self.fn = name, xp, stats, fn
         self.check_types = check_types
         # observer(values, mem): called once the arguments are held, then after each instruction's result
@@ -105,6 +107,7 @@ class CompiledFunction:
         n_slots = len(slot) + len(bindings)
         self.instrs: list[tuple] = []
         counts: Counter = Counter()
+        binding_instr: list[int] = []  # per binding: its instruction's index
 
         def operand(e: Expr):
             nonlocal n_slots
@@ -144,6 +147,7 @@ class CompiledFunction:
                 instr = (ALIAS, None, (operand(v),), None, len(slot))
             self.bound_var[len(slot)] = b.var
             slot[b.var] = len(slot)
+            binding_instr.append(len(self.instrs))
             self.instrs.append(instr)
         self.body = fn.body
         self.slot = slot
@@ -151,7 +155,12 @@ class CompiledFunction:
         self.body_plan = self._plan(operand)
         self.n_slots = n_slots  # params, bindings, then constants and inline tuples
         self.frees = self._last_uses()
+        # (ufunc, slot) per instruction: a dying operand's buffer receives the result (ir.reuse)
         self.reuse = None
+        if reuse_buffers:
+            self.reuse = [None] * len(self.instrs)
+            for i, (ufunc, var) in plan_reuse(fn).items():
+                self.reuse[binding_instr[i]] = (getattr(xp, ufunc), slot[var])
         self._constant_ids = frozenset(id(_base(c)) for _, c in self.constants)
         self._fast = None  # the generated straight-line function (ir.codegen), made on first use
         self._peaks: dict[tuple, int] = {}  # peak bytes per argument layout, counted on its first call
@@ -247,9 +256,14 @@ class CompiledFunction:
             mem.drop(values[s])
             values[s] = None
         ndarray = xp.ndarray
-        for (kind, fn, args, attrs, out), frees in zip(self.instrs, self.frees, strict=True):
+        reuse = self.reuse
+        for i, ((kind, fn, args, attrs, out), frees) in enumerate(zip(self.instrs, self.frees, strict=True)):
             if kind == CALL:
-                r = fn(xp, *[values[a] for a in args], **attrs)
+                into = reuse[i] if reuse else None
+                if into is not None:
+                    r = into[0](*[values[a] for a in args], out=values[into[1]])
+                else:
+                    r = fn(xp, *[values[a] for a in args], **attrs)
                 if type(r) is not ndarray and not isinstance(r, tuple):
                     r = xp.asarray(r)
             elif kind == TUPLE:
@@ -374,6 +388,8 @@ class Executor:
     tests and debugging; it costs a little per op).
     """
 
+    reuse_buffers = True  # set False before compiling a function to give every result a new buffer
+
     def __init__(self, mod: IRModule, device: str = "cpu", check_types: bool = False):
         self.mod = mod
         self.device = device
@@ -384,7 +400,8 @@ class Executor:
 
     def __getitem__(self, name: str) -> CompiledFunction:
         if name not in self._compiled:
-            self._compiled[name] = CompiledFunction(self.mod[name], name, self.xp, self.stats, self.check_types)
+            self._compiled[name] = CompiledFunction(self.mod[name], name, self.xp, self.stats, self.check_types,
+                                                    self.reuse_buffers)
         return self._compiled[name]
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from .executor import Executor, _base
 from .nodes import Call, Constant, Function, IRModule, Tuple, TupleGetItem, Var, free_vars, role_of
 from .printer import assign_names
+from .reuse import plan_reuse
 from .types import TensorType, TupleType
 
 
@@ -276,8 +277,9 @@ def estimate_peak_bytes(fn: Function) -> int:
     for p in fn.params:
         if p not in last and p not in keep:
             hold(bases[p], -1)
+    reuse = plan_reuse(fn)  # results the executor writes into a dying operand's buffer (ir.reuse)
     for i, b in enumerate(bindings):
-        bases[b.var] = result = _result_bases(b.value, bases, new)
+        bases[b.var] = result = bases[reuse[i][1]] if i in reuse else _result_bases(b.value, bases, new)
         hold(result)
         for u in dict.fromkeys(list(free_vars(b.value)) + [b.var]):
             if last.get(u, i) == i and u not in keep:
