@@ -63,6 +63,7 @@ class Optimizer(ABC):
         self.lr = float(lr)
         self.step_count = 0
         self.state: list[dict] = [{} for _ in self.params]
+        self._scratch: dict = {}  # (array module, dtype, k) -> a flat buffer as large as the largest parameter
 
     def step(self, grads) -> None:
         """Update every parameter in place from `grads`: a list in the order of the parameters, or a
@@ -113,6 +114,16 @@ class Optimizer(ABC):
         """Does nothing, on purpose: gradients are passed to step(), never accumulated on the parameters,
         so there is nothing to clear. It exists so that torch training loops run unchanged."""
         return None
+
+    def _temp(self, p, k: int = 0):
+        """A scratch array shaped like p (the k-th of its kind), shared by all parameters: updates write
+        their intermediate products into it instead of allocating a temporary per parameter and step."""
+        key = (type(p), p.dtype, k)
+        buf = self._scratch.get(key)
+        if buf is None or buf.size < p.size:
+            size = max(q._data.size for q in self.params if q._data is not None and q._data.dtype == p.dtype)
+            buf = self._scratch[key] = array_module_of(p).empty(max(size, p.size), p.dtype)
+        return buf[:p.size].reshape(p.shape)
 
     @abstractmethod
     def _update(self, p, g, state: dict) -> None:
@@ -178,7 +189,9 @@ class SGD(Optimizer):
                 buf *= self.momentum
                 buf += (1 - self.dampening) * g
             g = g + self.momentum * buf if self.nesterov else buf
-        p -= self.lr * g
+        xp = array_module_of(p)
+        scaled = xp.multiply(g, self.lr, out=self._temp(p))  # p -= lr * g, without a temporary
+        p -= scaled
 
 
 class Adam(Optimizer):
@@ -204,13 +217,23 @@ class Adam(Optimizer):
             xp = array_module_of(p)
             state["exp_avg"], state["exp_avg_sq"] = xp.zeros_like(p), xp.zeros_like(p)
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        m += (1 - beta1) * (g - m)
+        xp = array_module_of(p)
+        s, denom = self._temp(p), self._temp(p, 1)  # the same operations in the same order, into scratch
+        s = xp.subtract(g, m, out=s)
+        s *= 1 - beta1
+        m += s  # m += (1 - beta1) * (g - m)
         v *= beta2
-        v += (1 - beta2) * g * g
+        s = xp.multiply(g, 1 - beta2, out=s)
+        s *= g
+        v += s  # v += (1 - beta2) * g * g
         t = self.step_count
         step_size = self.lr / (1 - beta1 ** t)
-        denom = v ** 0.5 / math.sqrt(1 - beta2 ** t) + self.eps
-        p -= step_size * m / denom
+        denom = xp.sqrt(v, out=denom)
+        denom /= math.sqrt(1 - beta2 ** t)
+        denom += self.eps  # v ** 0.5 / sqrt(1 - beta2 ** t) + eps
+        s = xp.multiply(m, step_size, out=s)
+        s /= denom
+        p -= s  # p -= step_size * m / denom
 
 
 class AdamW(Adam):
