@@ -125,7 +125,7 @@ class FuseElementwise(FunctionPass):
             if sum(_nbytes(x.type) for x in extended.values()) <= _nbytes(v.type):
                 return True
             # longer-lived inputs cost nothing when nothing else is computed meanwhile
-            return all(k in members or bindings[k].var in absorbed for k in range(j + 1, i))
+            return i - j <= 64 and all(k in members or bindings[k].var in absorbed for k in range(j + 1, i))
 
         members: set[int] = set()  # positions of the bindings in the chain being built
 

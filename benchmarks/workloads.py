@@ -1,0 +1,232 @@
+"""The workloads of `python -m benchmarks`: one SGD training step (loss, gradients, update) of each
+model in each library, built from the same initial weights where the model is shared.
+
+Each builder returns a zero-argument `step()`; its first call is the library's first call (trace,
+Gradient, compile for tracegrad; tracing and code generation for torch.compile and JAX).
+"""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import autodiff
+import nn
+import tracer
+from benchmarks.step_speed import make_problem, numpy_step
+from nn import functional as F
+from nn import optim
+
+LR = 1e-3
+
+
+# ---------------------------------------------------------------- MLPs: 784-1024-1024-10 and 64-64-64-10
+
+
+def mlp_logits(ws, h, relu):
+    """The MLP's forward in any library with `@`, `+` and a relu: (w, b) pairs, relu between layers."""
+    for i in range(0, len(ws), 2):
+        h = h @ ws[i] + ws[i + 1]
+        if i + 2 < len(ws):
+            h = relu(h)
+    return h
+
+
+def mlp_tracegrad(params, x, one_hot):
+    """value_and_grad over the weights, then an SGD update through nn.optim.SGD; `.stats` on the step."""
+    ws = [nn.Parameter(p.copy()) for p in params]
+
+    def loss(x, one_hot):
+        return -(one_hot * tracer.log_softmax(mlp_logits(ws, x, tracer.relu))).sum(axis=1).mean()
+    return sgd_step(loss, ws, x, one_hot)
+
+
+def sgd_step(loss, params, *args):
+    """value_and_grad(loss) over params, then nn.optim.SGD's update; `.stats` gives the executor's."""
+    vg = autodiff.value_and_grad(loss, wrt=params)
+    opt = optim.SGD(params, lr=LR)
+
+    def step():
+        value, grads = vg(*args)
+        opt.step(grads)
+        return value
+    step.stats = lambda: vg.stats
+    return step
+
+
+def mlp_numpy(params, x, one_hot):
+    ws = [p.copy() for p in params]
+    inner = numpy_step(ws)
+
+    def step():
+        value, grads = inner(x, one_hot)
+        for w, g in zip(ws, grads, strict=True):
+            w -= LR * g
+        return value
+    return step
+
+
+def _torch_mlp_loss(torch, ws, xt, ht):
+    return -(ht * torch.log_softmax(mlp_logits(ws, xt, torch.relu), dim=1)).sum(dim=1).mean()
+
+
+def mlp_torch(torch, params, x, one_hot, compiled=False):
+    ws = [torch.tensor(p.copy(), requires_grad=True) for p in params]
+    xt, ht = torch.tensor(x), torch.tensor(one_hot)
+    opt = torch.optim.SGD(ws, lr=LR)
+    fn = torch.compile(_torch_mlp_loss) if compiled else _torch_mlp_loss
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = fn(torch, ws, xt, ht)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return step
+
+
+def mlp_jax(jax, params, x, one_hot):
+    jnp = jax.numpy
+
+    def loss(ws, x, one_hot):
+        return -(one_hot * jax.nn.log_softmax(mlp_logits(ws, x, jax.nn.relu), axis=1)).sum(axis=1).mean()
+
+    @jax.jit
+    def update(ws, x, one_hot):
+        value, grads = jax.value_and_grad(loss)(ws, x, one_hot)
+        return value, [w - LR * g for w, g in zip(ws, grads, strict=True)]
+
+    state = {"ws": [jnp.asarray(p) for p in params]}
+    xj, hj = jnp.asarray(x), jnp.asarray(one_hot)
+
+    def step():
+        value, state["ws"] = update(state["ws"], xj, hj)
+        return jax.block_until_ready(value)
+    return step
+
+
+def mlp_contenders(sizes, batch, torch=None, jax=None, compile_torch=True):
+    """{name: builder} for an MLP: each builder makes a fresh step from the same initial weights."""
+    params, x, one_hot = make_problem(sizes, batch)
+    out = {"tracegrad": lambda: mlp_tracegrad(params, x, one_hot),
+           "numpy": lambda: mlp_numpy(params, x, one_hot)}
+    if torch is not None:
+        out["torch"] = lambda: mlp_torch(torch, params, x, one_hot)
+        if compile_torch:
+            out["torch.compile"] = lambda: mlp_torch(torch, params, x, one_hot, compiled=True)
+    if jax is not None:
+        out["jax"] = lambda: mlp_jax(jax, params, x, one_hot)
+    return out
+
+
+# ---------------------------------------------------------------- GPT: vocab 64, context 64, width 128, 4 heads
+
+GPT_SHAPE = {"vocab": 64, "context": 64, "width": 128, "heads": 4, "layers": 4, "batch": 16}
+
+
+def _gpt_batch(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, shape["vocab"], (shape["batch"], shape["context"] + 1))
+    return ids[:, :-1].astype("int64"), ids[:, 1:].astype("int64")
+
+
+def gpt_tracegrad(shape):
+    """examples/train_gpt.py's GPT with tanh-GELU, cross-entropy, SGD."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from train_gpt import GPT
+    model = GPT(shape["vocab"], shape["context"], shape["width"], shape["heads"], shape["layers"])
+    for block in model.blocks:
+        block.mlp[1].approximate = "tanh"
+    x, y = _gpt_batch(shape)
+
+    def loss(x, y):
+        logits = model(x)
+        return F.cross_entropy(logits.reshape(-1, shape["vocab"]), y.reshape(-1))
+    return sgd_step(loss, model.parameters(), x, y)
+
+
+def gpt_torch(torch, shape, compiled=False, sdpa=False):
+    """The same architecture in PyTorch (pre-LN blocks, causal attention, tanh-GELU MLP 4x), its own init."""
+    tnn = torch.nn
+    d, heads = shape["width"], shape["heads"]
+
+    class Block(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = tnn.LayerNorm(d), tnn.LayerNorm(d)
+            self.qkv, self.proj = tnn.Linear(d, 3 * d), tnn.Linear(d, d)
+            self.mlp = tnn.Sequential(tnn.Linear(d, 4 * d), tnn.GELU(approximate="tanh"), tnn.Linear(4 * d, d))
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            if sdpa:
+                a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                s = (q @ k.transpose(-1, -2)) / math.sqrt(d // heads)
+                mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+                a = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1) @ v
+            x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+            return x + self.mlp(self.ln2(x))
+
+    class Model(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = tnn.Embedding(shape["vocab"], d), tnn.Embedding(shape["context"], d)
+            self.blocks = tnn.Sequential(*[Block() for _ in range(shape["layers"])])
+            self.ln, self.head = tnn.LayerNorm(d), tnn.Linear(d, shape["vocab"])
+
+        def forward(self, idx, y):
+            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+            logits = self.head(self.ln(self.blocks(x)))
+            return torch.nn.functional.cross_entropy(logits.reshape(-1, shape["vocab"]), y.reshape(-1))
+
+    torch.manual_seed(0)
+    model = Model()
+    fn = torch.compile(model) if compiled else model
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    x, y = (torch.tensor(a) for a in _gpt_batch(shape))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = fn(x, y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return step
+
+
+def gpt_contenders(shape, torch=None, compile_torch=True):
+    out = {"tracegrad": lambda: gpt_tracegrad(shape)}
+    if torch is not None:
+        out["torch"] = lambda: gpt_torch(torch, shape)
+        out["torch sdpa"] = lambda: gpt_torch(torch, shape, sdpa=True)
+        if compile_torch:
+            out["torch.compile"] = lambda: gpt_torch(torch, shape, compiled=True)
+    return out
+
+
+# ---------------------------------------------------------------- the checkpoint benchmark's residual tanh model
+
+
+def checkpoint_contenders(quick: bool, torch=None):
+    from benchmarks import checkpoint_memory as cm
+    blocks, width, batch = (8, 32, 256) if quick else (32, 128, 2048)
+    weights, x = cm.make_weights(blocks, width), cm.make_batch(batch, width)
+    out = {}
+    for v in ("none", "every"):
+        def build(v=v):
+            c = cm.compile_variant(weights, x, v)
+
+            def step():
+                return c.step(x)
+            step.stats = lambda: c.executor.stats
+            return step
+        out[f"tracegrad {v}"] = build
+        if torch is not None:
+            ws = [torch.tensor(w, requires_grad=True) for w in weights]
+            xt = torch.tensor(x)
+            out[f"torch {v}"] = (lambda v=v, ws=ws, xt=xt: (lambda: cm.torch_step(torch, ws, xt, v)))
+    return out, f"residual tanh, {blocks} blocks, width {width}, batch {batch}"
