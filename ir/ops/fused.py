@@ -144,11 +144,16 @@ def _types(node, types):
 
 
 def _infer(op, types, expr):
-    types = list(types)
     for i, t in enumerate(types):
         if not isinstance(t, TensorType):
             raise op.error(f"input x{i} must be a tensor, got {t}")
-    return _types(parse_expr(expr), types)
+    return _infer_cached(expr, tuple(types))
+
+
+@functools.lru_cache(maxsize=8192)
+def _infer_cached(expr: str, types: tuple):
+    # a compiled step infers each fused binding several times (pass, verifier, parser): once per signature
+    return _types(parse_expr(expr), list(types))
 
 
 # ---------------------------------------------------------------- evaluation

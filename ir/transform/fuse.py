@@ -14,6 +14,7 @@ grad of grad differentiates a cleaned adjoint) and golden tests count the unfuse
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 
 import numpy as np
@@ -65,7 +66,10 @@ def _fusable(value) -> bool:
 
 
 def _nbytes(t: TensorType) -> int:
-    return t.size * np.dtype(t.dtype).itemsize
+    return math.prod(t.shape) * _ITEMSIZE[t.dtype]
+
+
+_ITEMSIZE = {d: np.dtype(d).itemsize for d in DTYPES}
 
 
 class _Chain:
