@@ -12,6 +12,7 @@ import functools
 import operator
 import os
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +22,7 @@ from ir import Executor, IRModule, substitute
 from tracer import Tensor
 from tracer.capture import Sources, locate
 from tracer.inplace import write
-from tracer.rng import draw_seed
+from tracer.rng import fresh_seed
 from tracer.tensor import active_trace, apply, to_expr
 from tracer.trace import Spec, Traced, arg_type, is_scalar_input, trace_function
 
@@ -60,7 +61,7 @@ class _Compiled:
     traced: IRModule  # what fn computed when traced (with its writes): check=True compares a new trace to it
     out_tree: object
     grad_slots: list[tuple[int, ...]]  # for each wrt leaf: its indices among require_grads (none: unused)
-    guards_hold: object  # () -> bool: the Python values the trace read (model.training) are unchanged
+    guards: list  # (getter, value) of the Python values the trace read through tracer.guard (model.training)
     sources: Sources | None  # where each captured tensor is found; None: some cannot be, retrace every call
     captured_leaf: list[int | None]  # per captured tensor: the wrt leaf it was (gradients are routed by it)
     fresh: list[bool]  # per captured tensor: a random seed drawn anew for each call
@@ -69,7 +70,7 @@ class _Compiled:
     inputs: list[int]  # positions of the arguments fed as parameters (tensors, Python numbers as inputs)
 
 
-_CACHE_PER_SIGNATURE = 8  # traces kept per input signature (older ones hold old models alive)
+_CACHE_ENTRIES = 16  # traces kept (an old one may hold an old model's structure alive)
 
 
 class _GradFunction:
@@ -84,7 +85,7 @@ class _GradFunction:
                 raise TypeError(f"wrt[{i}] must be a Tensor, got {type(t).__name__}")
             if t.dtype not in ir.FLOAT_DTYPES:
                 raise TypeError(f"wrt[{i}] has dtype {t.dtype}; only floating-point tensors have gradients")
-        self.cache: dict[tuple, list[_Compiled]] = {}
+        self.cache: OrderedDict[tuple, list[_Compiled]] = OrderedDict()  # least recently used first
         self.leaf_index = {id(t): i for i, t in enumerate(self.leaves)}
         self.last: _Compiled | None = None
 
@@ -116,10 +117,10 @@ class _GradFunction:
         if ctx is not None:  # grad of grad, or grad inside any traced function: inline the adjoint
             return self._call_in_trace(ctx, args)
         key = self._key(args)
-        entries = self.cache.setdefault(key, [])
+        entries = self.cache.get(key, ())
         compiled, feed = None, None
         for c in entries:
-            if c.guards_hold():
+            if all(getter() == value for getter, value in c.guards):
                 feed = self._resolve(c, args)
                 if feed is not None:
                     compiled = c
@@ -128,13 +129,24 @@ class _GradFunction:
             traced = self._trace(args)
             compiled, feed = self._compile(traced, args), traced.captured
             key = self._key(args)  # the trace may have found that fn needs its Python numbers baked in
-            entries = self.cache.setdefault(key, [])
-            entries.insert(0, compiled)
-            del entries[_CACHE_PER_SIGNATURE:]
+            self._remember(key, compiled)
         elif self.check or os.environ.get("TRACEGRAD_CHECK") == "1":
             feed = self._check_trace(compiled, args, feed)
+        if compiled.writes:
+            _refuse_aliased_writes(compiled, args, feed)
         self.last = compiled
         return self._run(compiled, args, feed)
+
+    def _remember(self, key, compiled: _Compiled) -> None:
+        """Cache compiled first under key; beyond _CACHE_ENTRIES traces, the least recently used go."""
+        entries = self.cache.setdefault(key, [])
+        self.cache.move_to_end(key)
+        entries.insert(0, compiled)
+        while sum(len(v) for v in self.cache.values()) > _CACHE_ENTRIES:
+            oldest = next(iter(self.cache))
+            self.cache[oldest].pop()
+            if not self.cache[oldest]:
+                del self.cache[oldest]
 
     def _key(self, args) -> tuple:
         # Which argument is which wrt leaf is part of the signature; any other tensor only by type.
@@ -195,10 +207,10 @@ class _GradFunction:
                         self.fn, args, traced.captured).missing) + "); the compiled step traces fn on every call to "
                     "stay current. Pass them as arguments or hold them in a module or container fn reads.",
                     RuntimeWarning, stacklevel=3)
-        fresh = [t._fresh_seed for t in traced.captured]
+        fresh = [t._fresh_seed for t in traced.captured]  # False, True, or the Generator to draw from
         leaf = [None if f else self.leaf_index.get(id(t)) for t, f in zip(traced.captured, fresh, strict=True)]
         return _Compiled(mod, executor, _with_writes(traced, self.has_aux), traced.out_tree, slots,
-                         traced.guards_hold, sources, leaf, fresh, traced.writes, 2 if self.has_aux else 1,
+                         traced.guards, sources, leaf, fresh, traced.writes, 2 if self.has_aux else 1,
                          traced.inputs)
 
     def _differentiate(self, traced, args) -> tuple[IRModule, list[tuple[int, ...]]]:
@@ -214,7 +226,8 @@ class _GradFunction:
             by_identity.setdefault(id(t), []).append(p)
         require, slots = [], []
         for t in self.leaves:
-            params = by_identity.get(id(t), [])
+            # a frozen parameter (requires_grad_(False)) gets no gradient, as in torch: None
+            params = by_identity.get(id(t), []) if getattr(t, "requires_grad", True) else []
             require.extend(p for p in params if p not in require)
             slots.append(tuple(require.index(p) for p in params))
         self._check_output(traced)
@@ -269,10 +282,10 @@ class _GradFunction:
 
     def _run(self, c: _Compiled, args, captured: list[Tensor]):
         params = c.mod["main_adjoint"].params
-        feed = [_array(args[i]) if arg_type(args[i]) is not None else np.asarray(args[i], params[k].type.dtype)
-                for k, i in enumerate(c.inputs)]
+        feed = [_feed_arg(args[i], params[k]) for k, i in enumerate(c.inputs)]
         for t, fresh in zip(captured, c.fresh, strict=True):
-            feed.append(draw_seed() if fresh else t._data)  # a dropout without a seed: a fresh mask each call
+            # a random op without a seed: a fresh draw each call (from its Generator, if it was given one)
+            feed.append(fresh_seed(fresh) if fresh else t._data)
         value, grads = _unshared(c.executor["main_adjoint"](*feed), {id(_owner(a)) for a in feed})
         if c.writes:  # fn wrote to tensors in place: write the new values where an eager call would have
             for (kind, i, _), new in zip(c.writes, value[c.n_fields:], strict=True):
@@ -287,14 +300,25 @@ class _GradFunction:
     def _assemble(self, value, grads, slots, zeros, out_tree, leaf):
         """The user's result: gradients in wrt's structure (`zeros(t)` for leaves fn never read), and
         the value (with aux in fn's output structure); `leaf` turns each result into a Tensor."""
-        gradients = self.rebuild([leaf(functools.reduce(operator.add, [grads[i] for i in s])) if s else zeros(t)
-                                  for t, s in zip(self.leaves, slots, strict=True)])
+        gradients = self.rebuild([
+            leaf(functools.reduce(operator.add, [grads[i] for i in s])) if s
+            else zeros(t) if getattr(t, "requires_grad", True) else None
+            for t, s in zip(self.leaves, slots, strict=True)])
         if self.has_aux:
             aux = _wrap(value[1], out_tree[1][1], leaf)
             if not self.return_value:
                 return gradients, aux
             return (leaf(value[0]), aux), gradients
         return (leaf(value), gradients) if self.return_value else gradients
+
+
+def _feed_arg(a, param):
+    """An argument as the executor takes it (Tensors and arrays first: most calls' arguments are)."""
+    if isinstance(a, Tensor):
+        return a._data
+    if type(a) is np.ndarray:
+        return a
+    return _array(a) if arg_type(a) is not None else np.asarray(a, param.type.dtype)
 
 
 def _traced_leaf(t):
@@ -316,6 +340,14 @@ def _signature(a, leaf_index: dict[int, int], static_scalars: bool):
         return ("spec", a.shape, a.dtype)
     if not static_scalars and is_scalar_input(a):
         return ("scalar", type(a).__name__)
+    if type(a) in (tuple, list):  # JAX-style (params, x): the tensors inside are captured, found each call
+        return (type(a).__name__, tuple(_signature(e, leaf_index, static_scalars) for e in a))
+    if type(a) is dict:
+        return ("dict", tuple((k, _signature(v, leaf_index, static_scalars)) for k, v in a.items()))
+    if type(a).__hash__ is object.__hash__:
+        # an object equal only to itself (a model): by id, so the cache does not keep it alive; a new object
+        # at a reused address is checked like any other, through what the step finds in it
+        return ("object", type(a).__qualname__, id(a))
     try:
         hash(a)
     except TypeError:
@@ -333,6 +365,17 @@ def _unshared(value, fed: set[int]):
     if id(_owner(value)) in fed or not getattr(value.flags, "writeable", True):
         return value.copy()
     return value
+
+
+def _refuse_aliased_writes(c: _Compiled, args, captured) -> None:
+    """A tensor passed as an argument that fn also writes as a captured tensor: eagerly, fn reads the write
+    through the argument; compiled, the argument is a separate input. Refuse rather than differ."""
+    written = {id(captured[i]) for kind, i, _ in c.writes if kind == "captured"}
+    for i, a in enumerate(args):
+        if id(a) in written:
+            raise ValueError(f"argument {i} is the same tensor that fn writes in place (as a tensor it captures): "
+                             "a compiled step cannot alias the two; pass a copy (x.clone()) or write through the "
+                             "argument")
 
 
 def _with_writes(traced: Traced, has_aux: bool) -> IRModule:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import operator
 import types
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -31,7 +32,8 @@ from .tensor import Tensor
 
 _MAX_EXPANSIONS = 20_000  # objects expanded during one search
 _MAX_DEPTH = 12
-_PATHS_PER_OBJECT = 4  # distinct routes recorded to one object (aliases), each checked on every call
+_PATHS_PER_OBJECT = 4  # routes searched through one object (aliases); further routes are identity-checked only
+_MAX_CONTAINER = 4096  # larger lists, tuples and dicts are data, not searched
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), np.ndarray, np.generic, type, range, slice)
 _LIBRARY_MODULES = ("tracer", "ir", "autodiff", "nn", "numpy", "builtins", "functools", "typing", "abc")
 
@@ -66,8 +68,10 @@ def _step(obj, kind: str, key):
         return obj.args[key]
     if kind == "partial_kw":
         return obj.keywords[key]
-    if kind == "method":  # a function a class defines, for the globals its code reads
+    if kind == "method":  # a class attribute: a tensor, or a function whose globals may hold one
         return getattr(type(obj), key)
+    if kind == "modattr":
+        return obj.__globals__[key[0]].__dict__[key[1]]
     raise AssertionError(kind)
 
 
@@ -80,9 +84,17 @@ def _children(obj):
             except ValueError:  # an empty cell (a name assigned later)
                 continue
         glob = obj.__globals__
-        for name in sorted(_code_names(obj.__code__)):
-            if name in glob:
-                yield "global", name, glob[name]
+        names = _code_names(obj.__code__)
+        for name in sorted(names):
+            if name not in glob:
+                continue
+            value = glob[name]
+            if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] not in _LIBRARY_MODULES:
+                # `helpers.W` or `helpers.apply(x)`: the module's attributes that this code names
+                for attr in sorted(names & value.__dict__.keys()):
+                    yield "modattr", (name, attr), value.__dict__[attr]
+            else:
+                yield "global", name, value
         for i, d in enumerate(obj.__defaults__ or ()):
             yield "default", i, d
         for k, d in (obj.__kwdefaults__ or {}).items():
@@ -99,6 +111,8 @@ def _children(obj):
         for k, a in obj.keywords.items():
             yield "partial_kw", k, a
         return
+    if isinstance(obj, (list, tuple, dict)) and len(obj) > _MAX_CONTAINER:
+        return  # a data set, not where weights live: its tensors are not searched (see the module doc)
     if isinstance(obj, (list, tuple)):
         for i, item in enumerate(obj):
             yield "item", i, item
@@ -116,17 +130,23 @@ def _children(obj):
         for k, item in list(attrs.items()):
             if isinstance(k, str) and k not in mirrors:
                 yield "attr", k, item
-        for name in _user_methods(type(obj)):
-            yield "method", name, getattr(type(obj), name)
+        for name in _class_attributes(type(obj)):
+            if name not in attrs:
+                try:
+                    yield "method", name, getattr(type(obj), name)
+                except AttributeError:  # a descriptor that only works on instances (an Enum's member names)
+                    continue
 
 
 @functools.lru_cache(maxsize=512)
-def _user_methods(cls) -> tuple[str, ...]:
-    names = []
+def _class_attributes(cls) -> tuple[str, ...]:
+    """The methods and plain attributes that user classes in cls's MRO define (not tracegrad's own)."""
+    names: list[str] = []
     for klass in cls.__mro__:
         if klass.__module__.split(".")[0] in _LIBRARY_MODULES:
             continue
-        names += [n for n, v in vars(klass).items() if isinstance(v, types.FunctionType) and n not in names]
+        names += [n for n, v in vars(klass).items() if n not in names and not (n.startswith("__") and n.endswith("__"))
+                  and not isinstance(v, (property, staticmethod, classmethod))]
     return tuple(names)
 
 
@@ -138,9 +158,11 @@ class _Node:
     kind: str
     key: object
     expect: object = None
-    length: int | None = None
+    size: object = None  # what must not change about the object: see _size
     children: list[_Node] = field(default_factory=list)
     feeds: list[int] = field(default_factory=list)
+    guard_only: bool = False  # a further route to an object searched through another: checked, not searched
+    guard_routes: list[_Node] = field(default_factory=list)
 
 
 @dataclass
@@ -154,6 +176,7 @@ class Sources:
     types: list[tuple]  # per captured tensor: (shape, dtype, array type) it must keep
     missing: list[int]  # captured tensors no path reaches
     n_args: int
+    root_sizes: list[tuple[int, object]]  # (slot, _size) of the function and the arguments searched
 
     def resolve(self, fn, args) -> list[Tensor] | None:
         """The tensors to feed now, in captured order, or None when the step must be traced again."""
@@ -163,11 +186,16 @@ class Sources:
         slots = [fn, *args]
         types_ = self.types
         try:
-            for parent, get, expect, length, feeds in self.program:
+            for slot, size in self.root_sizes:
+                if size_now(slots[slot]) != size:
+                    return None
+            for parent, get, expect, size, feeds in self.program:
                 obj = get(slots[parent])
                 slots.append(obj)
                 if feeds is None:
-                    if obj is not expect or (length is not None and len(obj) != length):
+                    if type(expect) is weakref.ref:
+                        expect = expect()
+                    if obj is not expect or (size is not None and size_now(obj) != size):
                         return None
                     continue
                 if type(obj) is not Tensor and not isinstance(obj, Tensor) or obj._var is not None:
@@ -186,6 +214,14 @@ class Sources:
         return found
 
 
+def _weak(obj):
+    """A weak reference where the object allows one: a compiled step must not keep an old model alive."""
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return obj
+
+
 def _getter(kind: str, key):
     """The step of a path as a function of the object it starts from."""
     if kind == "attr":
@@ -201,7 +237,7 @@ def _flatten(roots, n_args: int) -> list[tuple]:
     def visit(node: _Node, slot: int) -> None:
         for child in node.children:
             feeds = child.feeds or None
-            program.append((slot, _getter(child.kind, child.key), child.expect, child.length, feeds))
+            program.append((slot, _getter(child.kind, child.key), _weak(child.expect), child.size, feeds))
             visit(child, n_args + len(program))
 
     for i, root in roots:
@@ -230,28 +266,66 @@ def locate(fn, args, captured: list[Tensor]) -> Sources:
                     node.children.append(_Node(kind, key, feeds=[k]))
                     reached.add(k)
                 continue
-            if _is_atom(child) or seen_paths.get(id(child), 0) >= _PATHS_PER_OBJECT:
+            if _is_atom(child):
                 continue
-            seen_paths[id(child)] = seen_paths.get(id(child), 0) + 1
-            sub = _Node(kind, key, child, _length(child))
+            routes = seen_paths.get(id(child), 0)
+            seen_paths[id(child)] = routes + 1
+            sub = _Node(kind, key, child, _size(child), guard_only=routes >= _PATHS_PER_OBJECT)
             node.children.append(sub)
-            queue.append((sub, child, depth + 1))
+            if not sub.guard_only:
+                queue.append((sub, child, depth + 1))
+    useful: set[int] = set()
     for _, root in roots:
-        _prune(root)
+        _prune(root, useful)
+    for _, root in roots:
+        _keep_guards(root, useful)
     types_ = [(t._data.shape, t._data.dtype, type(t._data)) for t in captured]
     missing = [k for k in wanted.values() if k not in reached]
-    return Sources(_flatten(roots, len(args)), types_, missing, len(args))
+    root_sizes = [(0 if i is None else 1 + i, _size(obj)) for i, obj in root_objs if _size(obj) is not None]
+    return Sources(_flatten(roots, len(args)), types_, missing, len(args), root_sizes)
 
 
 def _is_atom(obj) -> bool:
     return isinstance(obj, _ATOMS) or type(obj).__module__.startswith("cupy")
 
 
-def _length(obj) -> int | None:
-    return len(obj) if isinstance(obj, (list, tuple, dict)) else None
+def _size(obj):
+    """What must stay the same about an object on a route, beside its identity: a list's or tuple's length,
+    a dict's keys in order (fn may iterate it), the number of an object's attributes (a module that gained
+    a layer, a parameter or an attribute may compute something else)."""
+    if isinstance(obj, (list, tuple)):
+        return len(obj)
+    if isinstance(obj, dict):
+        return tuple(obj)
+    attrs = getattr(obj, "__dict__", None)
+    if isinstance(attrs, dict) and not isinstance(obj, (types.FunctionType, types.MethodType)):
+        return len(attrs)
+    return None
 
 
-def _prune(node: _Node) -> bool:
-    """Drop the branches that lead to no captured tensor; True if this node leads to one."""
-    node.children = [c for c in node.children if _prune(c)]
+def size_now(obj):
+    """_size of obj as it is now, on the hot path of `Sources.resolve`."""
+    if type(obj) is dict:
+        return tuple(obj)
+    if type(obj) is list or type(obj) is tuple:
+        return len(obj)
+    return _size(obj)
+
+
+def _prune(node: _Node, useful: set[int]) -> bool:
+    """Drop the branches that lead to no captured tensor (and, for now, every guard-only route); True if
+    this node leads to one. `useful` collects the objects on the routes kept."""
+    node.guard_routes = [c for c in node.children if c.guard_only]
+    node.children = [c for c in node.children if not c.guard_only and _prune(c, useful)]
+    if node.children and node.expect is not None:
+        useful.add(id(node.expect))
     return bool(node.children or node.feeds)
+
+
+def _keep_guards(node: _Node, useful: set[int]) -> None:
+    """Restore the guard-only routes to objects that lead to a captured tensor (the sixth slot holding
+    one shared block): replacing the object there must retrace too."""
+    guards = [c for c in node.guard_routes if id(c.expect) in useful]
+    for child in node.children:
+        _keep_guards(child, useful)
+    node.children += guards

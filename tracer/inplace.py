@@ -31,6 +31,11 @@ def write(self: Tensor, value: Tensor, what: str) -> Tensor:
         return self
     if value._var is None or value._trace is not ctx:  # a constant or a captured tensor: give it a name here
         value = apply("broadcast_to", [value], shape=self.shape)
+        ctx.views.pop(value._var, None)  # a fresh value, not a view of anything the user holds
+    if self._var is not None and self._var in ctx.views:
+        raise TraceError(f"{what}: an in-place write to a view ({self._var.type}, from reshape, slicing, ...) inside "
+                         "a trace: eagerly it would change the tensor it views, a traced value cannot; write to that "
+                         "tensor instead (x[idx] = v), or compute out of place")
     if self._var is not None:
         if self._trace is not ctx:
             raise TraceError(f"{what}: cannot update a value of an enclosing trace ({self._var.type}) in place "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tensor import Tensor, apply
+from .tensor import Tensor, TraceError, apply
 
 
 def as_tensor(x) -> Tensor:
@@ -24,21 +24,30 @@ def promote(*values) -> list[Tensor]:
         values = [v if isinstance(v, _SCALARS) else Tensor(v) for v in values]
     tensors = [v for v in values if isinstance(v, Tensor) and not v._weak]
     weak = {_kind(v) for v in values if not isinstance(v, Tensor) or v._weak}
+    # Only Python numbers passed to a compiled step (weak tensors), no tensor: an operator between them
+    # (`s * 0.5`, where Python would compute) keeps Python's 64-bit types and stays weak; a function of
+    # them (`maximum(s, 0.1)`, which eagerly makes tensors of the numbers) takes the eager defaults.
     python_only = not tensors and any(isinstance(v, Tensor) for v in values)
-    if python_only:  # arithmetic on Python numbers passed to a compiled step: Python's own (64-bit) types
+    arithmetic = python_only and _python_arithmetic.active
+    if python_only:
         tensors = [v for v in values if isinstance(v, Tensor)]
     dtype = np.result_type(*[t.dtype for t in tensors]) if tensors else np.dtype("bool")
     if dtype.kind in "biu" and "f" in weak:
-        dtype = np.dtype("float64" if python_only else "float32")
+        dtype = np.dtype("float64" if arithmetic else "float32")
     elif dtype.kind == "b" and weak & {"i", "u"}:
         dtype = np.dtype("int64")
+    elif python_only and not arithmetic and dtype == np.float64:
+        dtype = np.dtype("float32")
     dtype = str(dtype)
     out = []
     for v in values:
         if isinstance(v, Tensor):
             out.append(v if v.dtype == dtype else astype(v, dtype))
+            if python_only and not arithmetic and out[-1]._weak:
+                out[-1] = _strong(out[-1])
         elif isinstance(v, _SCALARS):
             out.append(Tensor(np.asarray(v, dtype=dtype)))
+            out[-1]._weak = arithmetic
         else:
             t = Tensor(v)
             out.append(t if t.dtype == dtype else astype(t, dtype))
@@ -46,6 +55,36 @@ def promote(*values) -> list[Tensor]:
 
 
 _SCALARS = (bool, int, float, np.number, np.bool_)
+
+
+class _PythonArithmetic:
+    active = False
+
+
+_python_arithmetic = _PythonArithmetic()
+
+
+def _strong(t: Tensor) -> Tensor:
+    """The same traced value, no longer promoting as a Python number."""
+    return Tensor(t)
+
+
+def _python_operator(fn, symbol: str):
+    """An operator that, between Python numbers passed to a compiled step and Python numbers, computes
+    as Python would (64-bit, weak); any other operands go to fn as they are."""
+    def operator(self, other):
+        if not (self._weak and (isinstance(other, _SCALARS) or (isinstance(other, Tensor) and other._weak))):
+            return fn(self, other)
+        if symbol in ("__pow__", "__rpow__") and np.dtype(self.dtype).kind in "iu" and _kind(other) in "iu":
+            raise TraceError("int ** int on numbers passed to the step: Python's result type depends on the sign "
+                             "of the exponent, so the numbers are baked in")
+        _python_arithmetic.active = True
+        try:
+            return fn(self, other)
+        finally:
+            _python_arithmetic.active = False
+    operator.__name__ = getattr(fn, "__name__", symbol)
+    return operator
 
 
 def _kind(v) -> str:
@@ -94,7 +133,7 @@ def divide(x1, x2) -> Tensor:
     a, b = promote(x1, x2)
     if a.dtype in ("int32", "int64", "bool"):
         # Python numbers passed to a compiled step (weak tensors) divide as Python's do: into float64
-        python = all(getattr(v, "_weak", False) or isinstance(v, (bool, int)) for v in (x1, x2))
+        python = _python_arithmetic.active
         a, b = astype(a, "float64" if python else "float32"), astype(b, "float64" if python else "float32")
     return apply("divide", [a, b])
 
@@ -173,14 +212,16 @@ def _comparison(fn, symbol):
     return operator
 
 
-OPERATORS = {
+OPERATORS = {name: _python_operator(fn, name) for name, fn in {
     "__add__": add, "__radd__": _reflect(add), "__sub__": subtract, "__rsub__": _reflect(subtract),
     "__mul__": multiply, "__rmul__": _reflect(multiply), "__truediv__": divide,
     "__rtruediv__": _reflect(divide), "__pow__": power, "__rpow__": _reflect(power),
-    "__neg__": negative, "__abs__": abs, "__lt__": less, "__le__": less_equal, "__gt__": greater,
-    "__ge__": greater_equal, "__eq__": _comparison(equal, "=="), "__ne__": _comparison(not_equal, "!="),
     "__floordiv__": floor_divide, "__rfloordiv__": _reflect(floor_divide), "__mod__": remainder,
     "__rmod__": _reflect(remainder),
+}.items()}
+OPERATORS |= {
+    "__neg__": negative, "__abs__": abs, "__lt__": less, "__le__": less_equal, "__gt__": greater,
+    "__ge__": greater_equal, "__eq__": _comparison(equal, "=="), "__ne__": _comparison(not_equal, "!="),
 }
 METHODS = {
     "exp": exp, "log": log, "sqrt": sqrt, "rsqrt": rsqrt, "abs": abs, "sin": sin, "cos": cos, "tanh": tanh,

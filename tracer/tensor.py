@@ -94,7 +94,10 @@ class Tensor:
 
     def __init__(self, data=None, dtype=None, *, _var: Var | None = None, _trace=None, name: str = ""):
         if isinstance(data, Tensor) and data._var is not None:
-            # a traced value: the new tensor is the same SSA value (cast when another dtype is asked for)
+            # a traced value: the new tensor is the same SSA value (cast when another dtype is asked for);
+            # from a Python number passed to a compiled step, the dtype tensor(number) has eagerly
+            if dtype is None and data._weak and data.dtype == "float64":
+                dtype = "float32"
             if dtype is not None and ir.types.check_dtype(dtype, "tensor") != data.dtype:
                 data = apply("astype", [data], dtype=dtype)
             _var, _trace = data._var, data._trace
@@ -224,6 +227,9 @@ class Tensor:
         return (self[i] for i in range(self.shape[0]))
 
     def __hash__(self):
+        if self._weak:  # a Python number passed to a compiled step: as a dict key its value would matter
+            raise TraceError("a number passed to the compiled step was used as a dict key or set member; "
+                             "its value is unknown while tracing")
         return id(self)
 
     def __repr__(self) -> str:
@@ -239,6 +245,8 @@ def to_expr(value, ctx) -> Expr:
     """The IR expression of a Tensor inside trace `ctx` (capturing outside tensors as parameters)."""
     if value._var is not None:
         if value._trace is ctx:
+            if value._var in ctx.views:
+                _check_view(value._var, ctx)
             return value._var
         if is_active(value._trace):  # a value of an enclosing trace: a parameter of this nested one
             return ctx.capture(value)
@@ -252,6 +260,19 @@ def to_expr(value, ctx) -> Expr:
     return written[1] if written is not None else ctx.capture(value)
 
 
+# ops whose eager NumPy kernels return views of their first input: an in-place write to the base after
+# the view was taken would show through the view eagerly, which a trace (values, not buffers) cannot mimic
+VIEW_OPS = frozenset({"reshape", "permute_dims", "expand_dims", "squeeze", "strided_slice", "split", "broadcast_to"})
+
+
+def _check_view(var, ctx) -> None:
+    base, base_var = ctx.views[var]
+    if base._var is not base_var:
+        raise TraceError(f"a view ({var.type}) of a tensor that was then updated in place is used inside a trace: "
+                         "eagerly the view would show the update, a traced value cannot; take the view after the "
+                         "update, or update out of place (y = x + 1)")
+
+
 def apply(op_name: str, inputs, **attrs):
     """Run or record one op on Tensors; the result is a Tensor, or a tuple for tuple-valued ops."""
     ctx = active_trace()
@@ -263,8 +284,17 @@ def apply(op_name: str, inputs, **attrs):
     else:
         args = [to_expr(t, ctx) for t in inputs]
     var = ctx.builder.emit(make_call(op_name, args, attrs))
+    base = None
+    if op_name in VIEW_OPS and inputs[0]._var is not None and inputs[0]._trace is ctx:
+        # a view of a view is a view of the first one's base
+        base = ctx.views.get(inputs[0]._var) or (inputs[0], inputs[0]._var)
     if isinstance(var.type, ir.TupleType):
-        return tuple(Tensor(_var=ctx.builder.get_item(var, i), _trace=ctx) for i in range(len(var.type.fields)))
+        fields = tuple(Tensor(_var=ctx.builder.get_item(var, i), _trace=ctx) for i in range(len(var.type.fields)))
+        for f in fields if base is not None else ():
+            ctx.views[f._var] = base
+        return fields
+    if base is not None:
+        ctx.views[var] = base
     # an op on Python numbers passed to the step alone still promotes like a Python number
     weak = bool(inputs) and not op.tuple_input and all(t._weak for t in inputs)
     return Tensor.traced(var, ctx, weak)

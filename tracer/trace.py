@@ -40,6 +40,8 @@ class TraceContext:
         self.regions: list[tuple[int, int]] = []
         self.guards: list[tuple[object, object]] = []
         self.writes: dict[int, tuple[Tensor, Var]] = {}  # outside tensors written in place: their new values
+        # values that NumPy would make views (reshape, slicing, ...): view var -> (base Tensor, base's var then)
+        self.views: dict[Var, tuple[Tensor, Var]] = {}
         self._region_depth = 0
         self._region_start = 0
 
@@ -123,13 +125,23 @@ def arg_type(a) -> TensorType | None:
     return None
 
 
+_SCALAR_DTYPES = {np.dtype(d) for d in ("float16", "float32", "float64", "int32", "int64")}
+
+
 def is_scalar_input(a) -> bool:
-    """A Python number, which a compiled step takes as a 0-d input (one trace for every value)."""
-    return type(a) in (int, float)
+    """A number a compiled step takes as a 0-d input (one trace for every value): a Python float, an int
+    small enough that arithmetic on it cannot overflow int64 (n * n), or a NumPy float or int scalar."""
+    if type(a) is float:
+        return True
+    if type(a) is int:
+        return -(2**31) < a < 2**31
+    return isinstance(a, (np.floating, np.integer)) and a.dtype in _SCALAR_DTYPES
 
 
 def scalar_type(a) -> TensorType:
-    return TensorType((), "float64" if type(a) is float else "int64")
+    if type(a) is float:
+        return TensorType((), "float64")
+    return TensorType((), "int64" if type(a) is int else str(a.dtype))
 
 
 def trace_function(fn, args, names=None, scalars_as_inputs: bool = False) -> Traced:
@@ -157,7 +169,8 @@ def trace_function(fn, args, names=None, scalars_as_inputs: bool = False) -> Tra
     finally:
         pop_trace()
     keys = list(ctx.captured)
-    writes = [("arg", i, sym._var) for i, sym, var in inputs if sym._var is not var]
+    # a number argument rebound in place (`n += 1`) is a new local value, as in Python: nothing to write back
+    writes = [("arg", i, sym._var) for i, sym, var in inputs if sym._var is not var and not sym._weak]
     writes += [("captured", keys.index(k), v) for k, (_, v) in ctx.writes.items()]
     full = ir.Tuple([body] + [w[2] for w in writes])
     bindings, full = _insert_checkpoint_markers(ctx.builder.bindings, ctx.regions, full)
