@@ -8,13 +8,13 @@ peak bytes it already knows (see `CompiledFunction.__call__`).
 
 >>> import numpy as np, tracer, ir
 >>> mod = tracer.trace(lambda x: tracer.exp(x).sum(), tracer.spec((2,)))
->>> print(ir.Executor(mod)["main"].source)
+>>> print(ir.Executor(mod)["main"].source, end="")
 def main(v0):
     v1 = k1(xp, v0)
     del v0
     v2 = k2(xp, v1, **a2)
-    del v1
     if type(v2) is not ndarray: v2 = asarray(v2)
+    del v1
     return u(v2)
 """
 from __future__ import annotations
@@ -56,12 +56,12 @@ def generate(compiled) -> tuple[str, object]:
             lines.append(f"    v{out} = v{args[0]}[{fn}]")
         else:
             lines.append(f"    v{out} = v{args[0]}")
-        dead = [f"v{s}" for s in frees if s not in const_slots]
-        if dead:
-            lines.append(f"    del {', '.join(dead)}")
         var = compiled.bound_var.get(out)
         if kind == CALL and (var is None or _maybe_scalar(var.type)):
             lines.append(f"    if type(v{out}) is not ndarray: v{out} = asarray(v{out})")
+        dead = [f"v{s}" for s in frees if s not in const_slots]
+        if dead:
+            lines.append(f"    del {', '.join(dead)}")
     ns["u"] = compiled.unshare
     lines.append(f"    return {_result(compiled.body_plan)}")
     source = "\n".join(lines) + "\n"

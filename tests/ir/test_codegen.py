@@ -83,3 +83,14 @@ def test_returned_constant_is_copied_on_the_fast_path():
     _, c = f(x)
     c[0] = 99.0
     assert f(x)[1][0] == 1.0
+
+
+def test_a_scalar_result_nobody_reads():
+    def f(x):
+        x.sum()  # traced, never read: dropped right away
+        return tracer.exp(x)
+    mod = tracer.trace(f, tracer.spec((3,)))
+    g = ir.Executor(mod)["main"]
+    x = np.zeros(3, "float32")
+    first, second = _twice(g, [x])
+    _same(first, second)
