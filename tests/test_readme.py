@@ -40,9 +40,9 @@ def test_the_readme_blocks_do_what_they_say(capsys):
 def test_the_readme_test_commands_stay_light_and_name_the_torch_extra():
     text = (ROOT / "README.md").read_text()
     assert 'pip install -e ".[test]" && python -m pytest' in text
-    assert 'pip install -e ".[test,torch]" && python -m pytest' in text
+    assert 'pip install -e ".[test,torch,mpi]" && python -m pytest' in text
     ci = (ROOT / ".ci" / "run").read_text()
-    assert '".[test,torch]"' in ci  # CI runs the comparisons every time
+    assert '".[test,torch,mpi]"' in ci  # CI runs the comparisons and the mpiexec tests every time
     # skips are summarized with their reasons, failures and errors still listed
     assert re.search(r'addopts = ".*-rfEs\b', (ROOT / "pyproject.toml").read_text())
 
