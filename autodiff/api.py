@@ -150,7 +150,8 @@ class _GradFunction:
 
     def _key(self, args) -> tuple:
         # Which argument is which wrt leaf is part of the signature; any other tensor only by type.
-        return tuple(_signature(a, self.leaf_index, self.static_scalars) for a in args)
+        frozen = tuple(i for i, t in enumerate(self.leaves) if not getattr(t, "requires_grad", True))
+        return (frozen, *(_signature(a, self.leaf_index, self.static_scalars) for a in args))
 
     def _trace(self, args) -> Traced:
         """Trace fn, its Python-number arguments as inputs; if fn needs one as a Python value (a shape, a
