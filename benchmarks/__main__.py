@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -37,19 +38,21 @@ def _optional(name):
         return None
 
 
-def _measure(builders: dict, rounds: int) -> dict:
-    """{name: {step, first, peak}}: first = build + first call; step = interleaved median (seconds)."""
+def _measure(builders: dict, rounds: int, first_reps: int = 1) -> dict:
+    """{name: {step, first, peak}}: first = build + first call (median of first_reps builds, taken in
+    turn); step = interleaved median (seconds)."""
     from benchmarks.checkpoint_memory import interleaved_medians
     from ir.transform.fuse import fusion
 
-    steps, rows = {}, {}
-    for name, build in builders.items():
-        with fusion(name.endswith("+fuse")):
-            t0 = time.perf_counter()
-            step = build()
-            step()
-            rows[name] = {"first": time.perf_counter() - t0}
-        steps[name] = step
+    steps, firsts = {}, {name: [] for name in builders}
+    for _ in range(first_reps):
+        for name, build in builders.items():
+            with fusion(name.endswith("+fuse")):
+                t0 = time.perf_counter()
+                steps[name] = build()
+                steps[name]()
+                firsts[name].append(time.perf_counter() - t0)
+    rows = {name: {"first": statistics.median(ts)} for name, ts in firsts.items()}
     for name, t in interleaved_medians(steps, rounds).items():
         rows[name]["step"] = t
         stats = getattr(steps[name], "stats", None)
@@ -90,7 +93,7 @@ def child(args) -> dict:
     if args.threads == 1:
         out["batch"] = {b: _measure(_with_fused(w.mlp_contenders((784, 1024, 1024, 10), b, torch, jax, False)),
                                     rounds) for b in (32, 64, 128, 256)}
-        out["depth"] = {d: _measure(_with_fused(w.mlp_contenders((64,) * (d + 1) + (10,), 32, None, jax)), 1)
+        out["depth"] = {d: _measure(_with_fused(w.mlp_contenders((64,) * (d + 1) + (10,), 32, None, jax)), 1, 3)
                         for d in (4, 16, 64)}
     return out
 
