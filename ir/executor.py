@@ -289,13 +289,19 @@ class CompiledFunction:
 def _layout_key(args) -> tuple:
     """What peak bytes can depend on besides shapes and dtypes: each argument's strides and buffer size,
     and which arguments share a buffer."""
-    key, owners = [], {}
+    key, owners = [], []
     for a in args:
-        if isinstance(a, tuple):
+        if type(a) is tuple:
             key.append(_layout_key(a))
             continue
-        base = _base(a)
-        key.append((a.strides, base.nbytes, owners.setdefault(id(base), len(owners))))
+        base = a.base
+        if base is None:
+            base = a
+        owners.append(id(base))
+        key.append(a.strides)
+        key.append(base.nbytes)
+    if len(set(owners)) != len(owners):  # which share a buffer
+        key.append(tuple(owners.index(o) for o in owners))
     return tuple(key)
 
 
