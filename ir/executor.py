@@ -164,6 +164,8 @@ class CompiledFunction:
         self._constant_ids = frozenset(id(_base(c)) for _, c in self.constants)
         self._fast = None  # the generated straight-line function (ir.codegen), made on first use
         self._peaks: dict[tuple, int] = {}  # peak bytes per argument layout, counted on its first call
+        self._arg_specs = [(p.type.shape, np.dtype(p.type.dtype)) if isinstance(p.type, TensorType) else None
+                           for p in fn.params]
 
     def _plan(self, operand):
         def plan(e):
@@ -220,7 +222,12 @@ class CompiledFunction:
         if len(args) != len(self.params):
             raise TypeError(f"{self.name} takes {len(self.params)} argument(s) "
                             f"({', '.join(p.name for p in self.params)}), got {len(args)}")
-        args = [_check_arg(xp, p, a, self.name) for p, a in zip(self.params, args, strict=True)]
+        specs, ndarray = self._arg_specs, xp.ndarray
+        args = list(args)
+        for i, a in enumerate(args):  # arrays of the right shape and dtype pass with three comparisons
+            spec = specs[i]
+            if spec is None or type(a) is not ndarray or a.shape != spec[0] or a.dtype != spec[1]:
+                args[i] = _check_arg(xp, self.params[i], a, self.name)
         if self.observer is None and not self.check_types:
             # Peak bytes depend only on the arguments' layouts (strides, buffer sizes, shared buffers):
             # counted once per layout by the interpreter below, then the generated function runs bare.
