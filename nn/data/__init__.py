@@ -18,7 +18,8 @@ def batches(arrays, batch_size: int, shuffle: bool = True, seed: int | None = No
     at `rank`, as torch's DistributedSampler: with the same seed on every rank the shards are disjoint, and
     batch k of each rank together make batch k of batch_size * world_size in the one-process order. Every
     rank gets as many samples (so as many steps): drop_last drops the order's tail to a multiple of
-    world_size (and each rank's last short batch), else the order is padded by repeating its start.
+    world_size (and each rank's last short batch), else the order is padded by repeating its start. With
+    shuffle and several ranks a seed is required (ValueError without one): vary it per epoch.
 
     >>> x, y = np.arange(10).reshape(5, 2), np.arange(5)
     >>> [b[1].tolist() for b in batches((x, y), 2, shuffle=False)]
@@ -44,6 +45,9 @@ def batches(arrays, batch_size: int, shuffle: bool = True, seed: int | None = No
             all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in shard)
         if not ok or not 0 <= shard[0] < shard[1]:
             raise ValueError(f"batches: shard must be (rank, world_size) with 0 <= rank < world_size, got {shard!r}")
+        if shuffle and seed is None and shard[1] > 1:  # each process would draw its own order: overlapping shards
+            raise ValueError(f"batches: shard={tuple(shard)!r} with shuffle=True needs a seed, the same on every "
+                             "process (e.g. seed=base_seed + epoch), so that the shards split one order")
     # checked above, when called; the batches themselves come lazily
     return _batches(arrays, int(batch_size), shuffle, seed, drop_last, shard)
 

@@ -94,6 +94,9 @@ def _checked(value, path: str, what: str, op: str):
     if array is None:
         raise TypeError(f"{what}: cannot reduce {type(value).__name__} at {path or 'the top'}; "
                         "expected Tensors, arrays or numbers")
+    if array.dtype.kind == "b":  # MPI has no SUM of booleans: refused on one process as on many
+        raise TypeError(f"{what}: cannot reduce bool values at {path or 'the top'} with shape "
+                        f"{tuple(array.shape)}; convert them to int first")
     if op == "mean" and array.dtype.kind != "f":
         raise TypeError(f"{what}: op='mean' needs floating-point values, got {array.dtype} at "
                         f"{path or 'the top'} with shape {tuple(array.shape)}; use op='sum'")
@@ -176,23 +179,29 @@ class DataParallel:
         out = self.step(*args, **kwargs)
         self.comm_stats.calls += 1
         world = _current()
+        averaged, aux, join = self._split(out)  # checked on one process too
         if not world.reduces:
             return out
-        averaged, aux, join = self._split(out)
-        leaves = [(v, _checked(v, p, "data_parallel", "mean")) for p, v in flatten(averaged, "result")]
+        # a frozen parameter's gradient is None: it stays None, and is in no bucket
+        leaves = [(v, None if v is None else _checked(v, p, "data_parallel", "mean"))
+                  for p, v in flatten(averaged, "result")]
+        kept = [i for i, (v, _) in enumerate(leaves) if v is not None]
         aux_leaves = [(v, as_array(v, "data_parallel")) for _, v in flatten(aux, "aux")]
         picked = [i for i, (_, a) in enumerate(aux_leaves) if self.average_aux and _is_float(a)]
-        arrays = [a for _, a in leaves] + [aux_leaves[i][1] for i in picked]
+        arrays = [leaves[i][1] for i in kept] + [aux_leaves[i][1] for i in picked]
         before, start = world.collectives, time.perf_counter()
         reduced = all_reduce_arrays(world, arrays, "mean", self.bucket_bytes)
         stats = self.comm_stats
         stats.seconds += time.perf_counter() - start
         stats.collectives += world.collectives - before
         stats.bytes += sum(a.nbytes for a in arrays)
-        averaged = unflatten(averaged, iter([like(v, r) for (v, _), r in zip(leaves, reduced, strict=False)]))
+        new_leaves = [v for v, _ in leaves]
+        for i, r in zip(kept, reduced, strict=False):
+            new_leaves[i] = like(new_leaves[i], r)
+        averaged = unflatten(averaged, iter(new_leaves))
         if picked:
             new_aux = [v for v, _ in aux_leaves]
-            for i, r in zip(picked, reduced[len(leaves):], strict=True):
+            for i, r in zip(picked, reduced[len(kept):], strict=True):
                 new_aux[i] = like(new_aux[i], r)
             aux = unflatten(aux, iter(new_aux))
         return join(averaged, aux)
@@ -205,7 +214,12 @@ class DataParallel:
             raise TypeError(f"data_parallel(has_aux=True): the step must return ((value, aux), grads) or "
                             f"(grads, aux), got {type(out).__name__}")
         first, second = out
-        if isinstance(first, tuple) and len(first) == 2 and _is_scalar(first[0]):  # value_and_grad's form
+        # autodiff's grad / value_and_grad say which form they return; other steps are told by the shape
+        # (a guess that mistakes grad's ((0-d gradient, gradient), aux) for ((value, aux), grads))
+        with_value = getattr(self.step, "return_value", None)
+        if not isinstance(with_value, bool):
+            with_value = isinstance(first, tuple) and len(first) == 2 and _is_scalar(first[0])
+        if with_value:  # value_and_grad's form
             (value, aux), grads = out
             return (value, grads), aux, lambda avg, aux: ((avg[0], aux), avg[1])
         return first, second, lambda avg, aux: (avg, aux)  # grad's form: (grads, aux)

@@ -1,0 +1,86 @@
+"""Review of nn.distributed and batches(shard=): cases a user meets that the first tests missed.
+
+The MPI cases run in one process against test_distributed.py's fake COMM_WORLD of 2 ranks, whose other
+rank holds `buf + 2` in every all-reduce (so a mean is the local value + 1).
+"""
+import numpy as np
+import pytest
+
+import autodiff
+import nn
+import tracer
+from nn import functional as F
+from tests.nn.test_distributed import fake_mpi, fresh_world  # noqa: F401 (fixtures)
+
+dist = nn.distributed
+
+
+def test_frozen_parameter_keeps_its_none_gradient(fake_mpi):  # noqa: F811
+    nn.init.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    frozen = model.parameters()[0].requires_grad_(False)
+    assert frozen is model.parameters()[0]
+    step = autodiff.value_and_grad(lambda x, y: F.cross_entropy(model(x), y), wrt=model.parameters())
+    x, y = np.ones((5, 3), "float32"), np.zeros(5, "int64")
+    loss, grads = step(x, y)
+    dloss, dgrads = dist.data_parallel(step)(x, y)
+    assert grads[0] is None and dgrads[0] is None  # as on one process: no gradient, no collective
+    assert float(dloss) == pytest.approx(float(loss) + 1)
+    for g, d in zip(grads[1:], dgrads[1:], strict=True):
+        np.testing.assert_allclose(d.numpy(), g.numpy() + 1, rtol=1e-6)
+
+
+def test_frozen_parameter_in_a_dict_of_gradients(fake_mpi):  # noqa: F811
+    model = nn.Linear(3, 1)
+    model.bias.requires_grad_(False)
+    step = autodiff.grad(lambda x: model(x).sum(), wrt=dict(model.named_parameters()))
+    x = np.full((2, 3), 2.0, "float32")
+    plain, got = step(x), dist.data_parallel(step)(x)
+    assert plain["bias"] is None and got["bias"] is None
+    np.testing.assert_array_equal(got["weight"].numpy(), plain["weight"].numpy() + 1)
+
+
+def test_grad_with_aux_and_a_scalar_parameter_first(fake_mpi):  # noqa: F811
+    # grad(has_aux) returns (grads, aux); grads=(0-d, vector) looked like value_and_grad's ((value, aux), grads),
+    # so the vector's gradient was taken for aux and left un-averaged: the ranks drifted apart
+    s, v = tracer.tensor(np.float32(2.0)), tracer.tensor(np.ones(3, "float32"))
+    step = dist.data_parallel(autodiff.grad(lambda x: ((s * v * x).sum(), x.sum()), wrt=(s, v), has_aux=True),
+                              has_aux=True)
+    (gs, gv), aux = step(np.ones(3, "float32"))
+    assert float(gs) == 4.0  # 3 here, 5 on the other rank
+    np.testing.assert_array_equal(gv.numpy(), [3.0, 3.0, 3.0])  # 2 here, 4 there
+    assert float(aux) == 3.0  # this rank's own
+
+
+def test_bool_values_are_refused_alike_on_one_and_two_processes(fake_mpi):  # noqa: F811
+    # MPI has no SUM for booleans: refused up front with the op, not an MPI error stack from inside Allreduce
+    with pytest.raises(TypeError, match=r"all_reduce: .*bool.*shape \(2,\)"):
+        dist.all_reduce(np.array([True, False]), "sum")
+
+
+def test_bool_values_are_refused_on_one_process():
+    with pytest.raises(TypeError, match=r"all_reduce: .*bool"):
+        dist.all_reduce(np.array([True, False]), "max")
+
+
+def test_has_aux_form_is_checked_on_one_process_too():
+    # a script that runs alone must not fail only once launched on two processes
+    with pytest.raises(TypeError, match=r"data_parallel\(has_aux=True\)"):
+        dist.data_parallel(lambda: [np.ones(2)], has_aux=True)()
+
+
+def test_shuffled_shards_without_a_seed_are_refused():
+    # each process would draw its own permutation: the shards would overlap and miss samples, silently
+    with pytest.raises(ValueError, match=r"batches: shard=\(0, 2\) with shuffle=True needs a seed"):
+        nn.data.batches(np.arange(10), 5, shard=(0, 2))
+
+
+@pytest.mark.parametrize("kw", [dict(shuffle=False), dict(seed=3)])
+def test_shards_without_shuffle_or_with_a_seed_are_fine(kw):
+    per_rank = [[b[0].tolist() for b in nn.data.batches(np.arange(10), 5, shard=(r, 2), **kw)] for r in range(2)]
+    assert sorted(sum(sum(per_rank, []), [])) == list(range(10))
+
+
+def test_one_shard_shuffles_without_a_seed():
+    got = [b[0].tolist() for b in nn.data.batches(np.arange(6), 6, shard=(0, 1))]
+    assert sorted(got[0]) == list(range(6))
