@@ -72,7 +72,8 @@ def all_reduce(t, op: str = "mean"):
     """`t` combined over all processes: "mean" (floating point only), "sum", "max" or "min".
 
     t is a Tensor, a NumPy or CuPy array, a number, or a list, tuple or dict of them (reduced in buckets);
-    the result has the same form and is new (on one process it is `t` itself). `t` is not changed.
+    the result has the same form and is new (on one process it is `t` itself); None leaves (a frozen
+    parameter's gradient) stay None. `t` is not changed.
 
     >>> import numpy as np
     >>> all_reduce(np.array([1.0, 3.0]), op="sum")
@@ -80,13 +81,13 @@ def all_reduce(t, op: str = "mean"):
     """
     if op not in OPS:
         raise ValueError(f"all_reduce: op must be one of {', '.join(OPS)}, got {op!r}")
-    leaves = flatten(t)
+    leaves = [(path, value) for path, value in flatten(t) if value is not None]  # None (no gradient) stays
     arrays = [_checked(value, path, "all_reduce", op) for path, value in leaves]
     world = _current()
     if not world.reduces:
         return t
-    out = all_reduce_arrays(world, arrays, op, DEFAULT_BUCKET_BYTES)
-    return unflatten(t, iter(like(v, a) for (_, v), a in zip(leaves, out, strict=True)))
+    out = iter(all_reduce_arrays(world, arrays, op, DEFAULT_BUCKET_BYTES))
+    return unflatten(t, iter(None if v is None else like(v, next(out)) for _, v in flatten(t)))
 
 
 def _checked(value, path: str, what: str, op: str):
@@ -106,7 +107,7 @@ def _checked(value, path: str, what: str, op: str):
 def broadcast_parameters(params, root: int = 0):
     """Overwrite every process's values, in place, with those of process `root`; returns `params`.
 
-    params: a Module (its parameters), an Optimizer (its state arrays, step count and learning rate), or
+    params: a Module (its parameters and buffers), an Optimizer (its state arrays, step count and learning rate), or
     a list, tuple or dict of Tensors or arrays. Call it once after building the model and optimizer (or
     loading a checkpoint on root) so that every process starts from the same weights.
 
@@ -121,7 +122,7 @@ def broadcast_parameters(params, root: int = 0):
     if isinstance(params, Optimizer):
         _broadcast_optimizer(world, params, root)
         return params
-    values = params.parameters() if isinstance(params, Module) else params
+    values = params.parameters() + params.buffers() if isinstance(params, Module) else params
     arrays = []
     for path, value in flatten(values):
         array = as_array(value, "broadcast_parameters")
@@ -165,7 +166,7 @@ class DataParallel:
     def __init__(self, step, has_aux: bool, average_aux: bool, bucket_bytes: int):
         if not callable(step):
             raise TypeError(f"data_parallel: step must be callable, got {type(step).__name__}")
-        if not isinstance(bucket_bytes, int) or bucket_bytes < 1:
+        if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes < 1:
             raise ValueError(f"data_parallel: bucket_bytes must be a positive integer, got {bucket_bytes!r}")
         self.step, self.has_aux, self.average_aux, self.bucket_bytes = step, has_aux, average_aux, bucket_bytes
         self.comm_stats = CommStats()

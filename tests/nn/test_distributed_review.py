@@ -84,3 +84,25 @@ def test_shards_without_shuffle_or_with_a_seed_are_fine(kw):
 def test_one_shard_shuffles_without_a_seed():
     got = [b[0].tolist() for b in nn.data.batches(np.arange(6), 6, shard=(0, 1))]
     assert sorted(got[0]) == list(range(6))
+
+
+def test_all_reduce_keeps_none_leaves(fake_mpi):  # noqa: F811
+    # Horovod-style averaging by hand of value_and_grad's gradients, one of them a frozen parameter's None
+    got = dist.all_reduce([None, np.ones(2)])
+    assert got[0] is None and got[1].tolist() == [2.0, 2.0]
+    assert dist.all_reduce({"a": None})["a"] is None
+
+
+def test_broadcast_parameters_of_a_module_sends_its_buffers(fake_mpi):  # noqa: F811
+    # a checkpoint loaded on root only: BatchNorm's running statistics must reach the other processes too
+    fake_mpi.rank = 1  # root 0 holds 7 everywhere
+    model = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3))
+    dist.broadcast_parameters(model)
+    assert all((p.numpy() == 7).all() for p in model.parameters())
+    assert [n for n, _ in model.named_buffers()] == ["1.running_mean", "1.running_var", "1.num_batches_tracked"]
+    assert all((b.numpy() == 7).all() for b in model.buffers())
+
+
+def test_bucket_bytes_is_not_a_bool():
+    with pytest.raises(ValueError, match=r"data_parallel: bucket_bytes must be a positive integer, got True"):
+        dist.data_parallel(lambda: [np.ones(2)], bucket_bytes=True)
