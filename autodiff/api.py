@@ -302,7 +302,7 @@ class _GradFunction:
         """The user's result: gradients in wrt's structure (`zeros(t)` for leaves fn never read), and
         the value (with aux in fn's output structure); `leaf` turns each result into a Tensor."""
         gradients = self.rebuild([
-            leaf(functools.reduce(operator.add, [grads[i] for i in s])) if s
+            leaf(grads[s[0]] if len(s) == 1 else functools.reduce(operator.add, [grads[i] for i in s])) if s
             else zeros(t) if getattr(t, "requires_grad", True) else None
             for t, s in zip(self.leaves, slots, strict=True)])
         if self.has_aux:
@@ -362,6 +362,8 @@ def _unshared(value, fed: set[int]):
     in place one by one, change a gradient before using it."""
     if isinstance(value, tuple):
         return tuple(_unshared(v, fed) for v in value)
+    if value.base is None and id(value) not in fed:  # a buffer of its own, not fed in: most results
+        return value
     # a read-only result (a broadcast view) is copied too: gradients handed back are the user's to write
     if id(_owner(value)) in fed or not getattr(value.flags, "writeable", True):
         return value.copy()
