@@ -3,6 +3,8 @@
 The MPI cases run in one process against test_distributed.py's fake COMM_WORLD of 2 ranks, whose other
 rank holds `buf + 2` in every all-reduce (so a mean is the local value + 1).
 """
+import json
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ import nn
 import tracer
 from nn import functional as F
 from tests.nn.test_distributed import fake_mpi, fresh_world  # noqa: F401 (fixtures)
+from tests.nn.test_distributed_mpi import launch
 
 dist = nn.distributed
 
@@ -106,3 +109,50 @@ def test_broadcast_parameters_of_a_module_sends_its_buffers(fake_mpi):  # noqa: 
 def test_bucket_bytes_is_not_a_bool():
     with pytest.raises(ValueError, match=r"data_parallel: bucket_bytes must be a positive integer, got True"):
         dist.data_parallel(lambda: [np.ones(2)], bucket_bytes=True)
+
+
+# ---------------------------------------------------------------- the same under `mpiexec -n 2`
+def test_under_mpiexec():
+    out = launch(__file__, timeout=60)
+    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    assert len(lines) == 1, out
+    r = json.loads(lines[0][len("RESULT "):])
+    assert r["frozen"] == [None, 1.5]  # frozen weight: None; the bias gradients 1 and 2, averaged
+    assert r["scalar_first"] == [1.5, 0.75, 0.0]  # both gradients averaged (1, 2 and 0.5, 1), aux rank 0's own
+    assert r["buffers"] is True
+    assert r["seed_none"].startswith("ValueError: batches: shard=(0, 2) with shuffle=True needs a seed")
+
+
+def main():
+    dist.init()
+    rank = dist.rank()
+    model = nn.Linear(2, 1)
+    model.weight.requires_grad_(False)
+    x = np.full((1, 2), rank + 1.0, "float32")
+    grads = dist.data_parallel(autodiff.grad(lambda x: (model(x) * x.sum()).sum() / 2, wrt=model.parameters()))(x)
+    frozen = [None if g is None else float(g.numpy().reshape(-1)[0]) for g in grads]
+    s, v = tracer.tensor(np.float32(1.0)), tracer.tensor(np.ones(2, "float32"))
+    step = dist.data_parallel(autodiff.grad(lambda x: ((s * v * x).sum() / 2, x.sum() * 0 + rank),
+                                            wrt=(s, v), has_aux=True), has_aux=True)
+    (gs, gv), aux = step(np.full(2, rank + 1.0, "float32"))
+    nn.init.manual_seed(rank)
+    bn = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3))
+    if rank == 0:
+        bn[1].running_mean.copy_(tracer.tensor(np.arange(3.0, dtype="float32")))
+    dist.broadcast_parameters(bn)
+    same = all(bool((dist.all_reduce(b.numpy(), "max") == dist.all_reduce(b.numpy(), "min")).all())
+               for b in bn.parameters() + bn.buffers())
+    try:
+        nn.data.batches(np.arange(10), 5, shard=(rank, 2))
+        seed_none = "no error"
+    except ValueError as e:
+        seed_none = f"ValueError: {e}"
+    if rank == 0:
+        print("RESULT " + json.dumps({"frozen": frozen, "scalar_first": [float(gs), float(gv.numpy()[0]),
+                                                                          float(aux)],
+                                      "buffers": same and bn[1].running_mean.numpy().tolist() == [0, 1, 2],
+                                      "seed_none": seed_none}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
