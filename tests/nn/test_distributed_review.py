@@ -111,6 +111,18 @@ def test_bucket_bytes_is_not_a_bool():
         dist.data_parallel(lambda: [np.ones(2)], bucket_bytes=True)
 
 
+
+def test_bucket_boundaries(fake_mpi):  # noqa: F811
+    big, a, b = np.zeros(1000), np.zeros(2), np.zeros(2)  # float64: 8000, 16, 16 bytes in 24-byte buckets
+    step = dist.data_parallel(lambda: (0.0, [big, a, b]), bucket_bytes=24)
+    value, (g_big, g_a, g_b) = step()
+    # the value's 8 bytes, then the large one alone, then 16 + 16 > 24
+    assert [c[2] for c in fake_mpi.calls] == [1, 1000, 2, 2]
+    assert value == 1.0 and (g_big == 1).all() and g_a.tolist() == g_b.tolist() == [1.0, 1.0]
+    empty = dist.data_parallel(lambda: (0.0, []))
+    assert empty()[1] == [] and len(fake_mpi.calls) == 5  # the value alone: one more collective
+    assert dist.all_reduce([]) == [] and len(fake_mpi.calls) == 5
+
 # ---------------------------------------------------------------- the same under `mpiexec -n 2`
 def test_under_mpiexec():
     out = launch(__file__, timeout=60)
