@@ -239,8 +239,12 @@ def _fused_kernel(xp, xs, expr):
     node = parse_expr(expr)
     shape = np.broadcast_shapes(*(x.shape for x in xs))
     size = math.prod(shape)
-    if xp is not np or size < SMALL or not shape:
+    if xp is not np:
         return xp.asarray(_evaluate(xp, node, list(xs)))
+    if size < SMALL or not shape:
+        out = np.asarray(_evaluate(xp, node, list(xs)))
+        # always a buffer of its own (as ir.reuse's FRESH ops), never a view of an input
+        return out.copy() if any(np.may_share_memory(out, x) for x in xs) else out
     plan = _numexpr_plan(expr) if all(x.dtype.name in _NE_DTYPES for x in xs) else None
     if plan is not None and numexpr.get_num_threads() > 1:
         dtype = _result_dtype(expr, tuple(x.dtype.name for x in xs))
@@ -249,7 +253,8 @@ def _fused_kernel(xp, xs, expr):
         numexpr.evaluate(text, local_dict={**{f"x{i}": x for i, x in enumerate(xs)}, **consts}, out=out,
                          casting="same_kind")
         return out
-    return np.asarray(_inplace(node, list(xs))[0])
+    out, owned = _inplace(node, list(xs))
+    return np.asarray(out) if owned else np.array(out)
 
 
 @functools.lru_cache(maxsize=4096)
