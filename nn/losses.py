@@ -15,7 +15,7 @@ from .module import Module
 
 
 def _optional_tensor(value):
-    return None if value is None or isinstance(value, tracer.Tensor) else tracer.tensor(value)
+    return value if value is None or isinstance(value, tracer.Tensor) else tracer.tensor(value)
 
 
 class _Loss(Module):

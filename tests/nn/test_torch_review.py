@@ -1,0 +1,52 @@
+"""Review of issue 11's nn side, as a PyTorch user writes it: loss modules given tracer tensors for
+weight/pos_weight, and the layers in compiled steps."""
+import numpy as np
+import pytest
+
+import nn
+import tracer
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((6, 5))
+Y = np.array([0, 1, 4, 2, 1, 3])
+W = np.abs(RNG.standard_normal(5)) + 0.1
+
+
+@pytest.mark.parametrize("make", [
+    lambda w: nn.CrossEntropyLoss(weight=w),
+    lambda w: nn.NLLLoss(weight=w),
+])
+def test_loss_module_keeps_a_tensor_weight(make):
+    # a weight given as a tracer.Tensor (torch's habit: torch.tensor([...])) used to be dropped silently
+    from_tensor, from_array = make(tracer.tensor(W)), make(W)
+    assert from_tensor.weight is not None
+    np.testing.assert_allclose(from_tensor(tracer.tensor(X), Y).numpy(), from_array(tracer.tensor(X), Y).numpy())
+    unweighted = make(None)(tracer.tensor(X), Y).numpy()
+    assert not np.allclose(from_tensor(tracer.tensor(X), Y).numpy(), unweighted)
+
+
+def test_bce_modules_keep_tensor_weight_and_pos_weight():
+    p, t = RNG.uniform(0.05, 0.95, (4, 3)), RNG.uniform(0, 1, (4, 3))
+    w, pw = np.array([0.5, 1.0, 2.0]), np.array([1.0, 2.0, 3.0])
+    bce = nn.BCELoss(weight=tracer.tensor(w), reduction="none")(tracer.tensor(p), tracer.tensor(t)).numpy()
+    np.testing.assert_allclose(bce, -w * (t * np.log(p) + (1 - t) * np.log(1 - p)))
+    logits = tracer.tensor(np.log(p / (1 - p)))
+    m = nn.BCEWithLogitsLoss(weight=tracer.tensor(w), pos_weight=tracer.tensor(pw), reduction="none")
+    np.testing.assert_allclose(m(logits, tracer.tensor(t)).numpy(),
+                               -w * (pw * t * np.log(p) + (1 - t) * np.log(1 - p)), rtol=1e-10)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_weighted_losses_match_torch(reduction):
+    torch = pytest.importorskip("torch")
+    y = Y.copy()
+    y[-1] = -100
+    pairs = [
+        (nn.CrossEntropyLoss(weight=tracer.tensor(W), label_smoothing=0.2, reduction=reduction),
+         torch.nn.CrossEntropyLoss(weight=torch.tensor(W), label_smoothing=0.2, reduction=reduction), y),
+        (nn.NLLLoss(weight=tracer.tensor(W), ignore_index=1, reduction=reduction),
+         torch.nn.NLLLoss(weight=torch.tensor(W), ignore_index=1, reduction=reduction), Y),
+    ]
+    for ours, theirs, labels in pairs:
+        np.testing.assert_allclose(ours(tracer.tensor(X), labels).numpy(),
+                                   theirs(torch.tensor(X), torch.tensor(labels)).numpy(), rtol=1e-10)
