@@ -320,6 +320,10 @@ class Module:
                 import cupy  # an optional dependency, needed only here
                 data = cupy.asarray(data)
             t._data = data
+        if dtype is not None and np.dtype(dtype).kind == "f":
+            for m in self.modules():  # the dtype a layer without weights (affine=False) checks its input against
+                if isinstance(m.__dict__.get("_dtype"), str):
+                    object.__setattr__(m, "_dtype", np.dtype(dtype).name)
         return self
 
     # ------------------------------------------------------------ printing

@@ -50,3 +50,27 @@ def test_weighted_losses_match_torch(reduction):
     for ours, theirs, labels in pairs:
         np.testing.assert_allclose(ours(tracer.tensor(X), labels).numpy(),
                                    theirs(torch.tensor(X), torch.tensor(labels)).numpy(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda: nn.GroupNorm(2, 4), (3, 4, 5)),
+    (lambda: nn.LayerNorm(4), (3, 4)),
+    (lambda: nn.LayerNorm(4, elementwise_affine=False), (3, 4)),
+    (lambda: nn.BatchNorm1d(4, affine=False), (3, 4)),
+    (lambda: nn.BatchNorm1d(4, affine=False, track_running_stats=False), (3, 4)),
+])
+def test_norm_layers_take_float64_after_model_to_float64(make, shape):
+    # model.to("float64") used to leave these layers checking their input against float32
+    model = nn.Sequential(make()).to("float64")
+    x = RNG.standard_normal(shape)
+    y = model(x)
+    assert y.dtype == "float64"
+    axes = tuple(range(1, len(shape))) if not isinstance(model[0], nn.BatchNorm1d) else (0,)
+    if isinstance(model[0], nn.GroupNorm):
+        g = x.reshape(3, 2, -1)
+        want = ((g - g.mean(2, keepdims=True)) / np.sqrt(g.var(2, keepdims=True) + 1e-5)).reshape(shape)
+    else:
+        want = (x - x.mean(axes, keepdims=True)) / np.sqrt(x.var(axes, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-10)
+    with pytest.raises(TypeError, match="float32 does not match the layer's weight dtype float64"):
+        model(x.astype("float32"))
