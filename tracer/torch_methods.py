@@ -235,6 +235,9 @@ def logsumexp(x, axis=None, keepdims: bool = False) -> Tensor:
     -inf
     """
     x = as_tensor(x)
+    reduced = range(x.ndim) if axis is None else (axis if isinstance(axis, (tuple, list)) else (axis,))
+    if any(x.shape[a] == 0 for a in reduced):  # an empty sum is 0, its log -inf (max has no value to shift by)
+        return _shape.sum(x.exp(), axis=axis, keepdims=keepdims).log()
     # the shift is clipped to finite values, so an all -inf slice gives exp(-inf) = 0 and log(0) = -inf, and
     # an inf gives inf, as torch
     info = np.finfo(x.dtype)

@@ -1,0 +1,27 @@
+"""Review of issue 11's tensor methods, as a PyTorch user writes them: edge shapes."""
+import numpy as np
+import pytest
+
+import autodiff
+import tracer
+
+# log(0) of an empty sum, and the VJP of that log on an empty gradient, warn in NumPy
+pytestmark = [pytest.mark.filterwarnings("ignore:divide by zero"), pytest.mark.filterwarnings("ignore:invalid value")]
+
+
+@pytest.mark.parametrize("dim, keepdim", [(1, False), (1, True), ((0, 1), False), (-1, True)])
+def test_logsumexp_over_an_empty_axis_is_minus_inf(dim, keepdim):
+    x = tracer.zeros((3, 0, 2), "float64")
+    y = x.logsumexp(dim=dim, keepdim=keepdim)
+    want = np.log(np.exp(np.zeros((3, 0, 2))).sum(axis=dim, keepdims=keepdim))  # -inf, NumPy warns about log(0)
+    assert y.shape == want.shape and y.dtype == "float64"
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_logsumexp_over_an_empty_axis_traced_and_against_torch():
+    p = tracer.zeros((3, 0), "float64")
+    value, grads = autodiff.value_and_grad(lambda w: (p.logsumexp(1).exp() * w).sum(), wrt=[p])(np.ones(3))
+    assert float(value) == 0.0 and grads[0].shape == (3, 0)
+    torch = pytest.importorskip("torch")
+    np.testing.assert_array_equal(tracer.zeros((3, 0, 2)).logsumexp(dim=1).numpy(),
+                                  torch.zeros((3, 0, 2)).logsumexp(dim=1).numpy())
