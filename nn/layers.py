@@ -173,12 +173,26 @@ class AvgPool2d(MaxPool2d):
 
 
 class Embedding(Module):
-    """A lookup table: integer indices (...) -> rows of weight (num_embeddings, dim), weight ~ N(0, 1)."""
+    """A lookup table: integer indices (...) -> rows of weight (num_embeddings, dim), weight ~ N(0, 1).
 
-    def __init__(self, num_embeddings: int, dim: int, dtype: str = "float32"):
+    padding_idx (as torch's): that row starts at zeros and gets no gradient, so training never moves it.
+
+    >>> Embedding(4, 2, padding_idx=0).weight.numpy()[0].tolist()
+    [0.0, 0.0]
+    """
+
+    def __init__(self, num_embeddings: int, dim: int, padding_idx: int | None = None, dtype: str = "float32"):
         super().__init__()
-        self.num_embeddings, self.dim = num_embeddings, dim
+        if padding_idx is not None:
+            if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)) or \
+                    not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"Embedding: padding_idx must be an int in [-{num_embeddings}, {num_embeddings}), "
+                                 f"got {padding_idx!r}")
+            padding_idx = int(padding_idx) % num_embeddings
+        self.num_embeddings, self.dim, self.padding_idx = num_embeddings, dim, padding_idx
         self.weight = init.normal_(Parameter(np.empty((num_embeddings, dim), dtype)))
+        if padding_idx is not None:
+            self.weight._data[padding_idx] = 0
 
     def forward(self, indices):
         if not isinstance(indices, tracer.Tensor):
@@ -186,10 +200,15 @@ class Embedding(Module):
         # take() counts negative indices from the end (numpy's rule); an embedding must refuse them, as torch.
         # The check is an op (one pass over the indices), so a compiled step raises the eager error too.
         indices = apply("check_index", [indices], lower=0, upper=self.num_embeddings, what=repr(self))
-        return tracer.take(self.weight, indices, axis=0)
+        weight = self.weight
+        if self.padding_idx is not None:  # the padding row's gradient is cut: the same values, no gradient
+            row = np.arange(self.num_embeddings)[:, None] == self.padding_idx
+            weight = tracer.where(tracer.tensor(row), tracer.stop_gradient(weight), weight)
+        return tracer.take(weight, indices, axis=0)
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.dim}"
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.dim}{pad}"
 
 
 class LayerNorm(Module):

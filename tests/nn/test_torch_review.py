@@ -74,3 +74,32 @@ def test_norm_layers_take_float64_after_model_to_float64(make, shape):
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-10)
     with pytest.raises(TypeError, match="float32 does not match the layer's weight dtype float64"):
         model(x.astype("float32"))
+
+
+def test_embedding_padding_idx_row_is_zero_and_gets_no_gradient():
+    import autodiff
+    e = nn.Embedding(5, 3, padding_idx=-4, dtype="float64")  # -4 is row 1, as torch counts it
+    assert e.padding_idx == 1 and np.all(e.weight.numpy()[1] == 0) and "padding_idx=1" in repr(e)
+    e.weight._data[1] = 2.0  # a loaded row keeps its values and still gets no gradient
+    idx = np.array([[0, 1, 2], [1, 4, 1]])
+    out = e(idx)
+    np.testing.assert_array_equal(out.numpy()[0, 1], [2.0, 2.0, 2.0])
+    _, (g,) = autodiff.value_and_grad(lambda i: (e(i) ** 2).sum(), wrt=[e.weight])(idx)
+    want = np.zeros((5, 3))
+    np.add.at(want, idx.ravel(), 2 * e.weight.numpy()[idx.ravel()])
+    want[1] = 0
+    np.testing.assert_allclose(np.asarray(g), want)
+    with pytest.raises(ValueError, match="Embedding: padding_idx must be an int in"):
+        nn.Embedding(5, 3, padding_idx=5)
+
+
+def test_embedding_padding_idx_matches_torch():
+    torch = pytest.importorskip("torch")
+    import autodiff
+    theirs = torch.nn.Embedding(5, 3, padding_idx=1).double()
+    ours = nn.Embedding(5, 3, padding_idx=1, dtype="float64")
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    idx = np.array([[0, 1, 2], [1, 4, 1]])
+    _, (g,) = autodiff.value_and_grad(lambda i: (ours(i) ** 2).sum(), wrt=[ours.weight])(idx)
+    (theirs(torch.tensor(idx)) ** 2).sum().backward()
+    np.testing.assert_allclose(np.asarray(g), theirs.weight.grad.numpy())
