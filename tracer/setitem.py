@@ -52,7 +52,11 @@ def _assign_eager(x: Tensor, key, value) -> None:
     if xp is not np:  # CuPy takes its own arrays (a NumPy index or value would be refused)
         key = tuple(_on(xp, k) for k in key) if isinstance(key, tuple) else _on(xp, key)
         value = _on(xp, value)
-    x._data[key] = value
+    try:
+        x._data[key] = value
+    except ValueError as e:  # NumPy's broadcast message, named as the traced path names it
+        raise ValueError(f"x[key] = value: value of shape {np.shape(value)} cannot be written into x of shape "
+                         f"{x.shape} at {key!r}: {e}") from e
 
 
 def _on(xp, v):

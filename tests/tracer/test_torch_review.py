@@ -25,3 +25,10 @@ def test_logsumexp_over_an_empty_axis_traced_and_against_torch():
     torch = pytest.importorskip("torch")
     np.testing.assert_array_equal(tracer.zeros((3, 0, 2)).logsumexp(dim=1).numpy(),
                                   torch.zeros((3, 0, 2)).logsumexp(dim=1).numpy())
+
+
+def test_eager_item_assignment_of_a_wrong_shape_names_the_op_and_shapes():
+    x = tracer.zeros(2, 2)
+    with pytest.raises(ValueError, match=r"x\[key\] = value: value of shape \(3,\) .* x of shape \(2, 2\)"):
+        x[0] = tracer.ones(3)
+    np.testing.assert_array_equal(x.numpy(), np.zeros((2, 2)))
