@@ -178,6 +178,8 @@ def chunk(x, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
     d = _dim("chunk", dim, x.ndim)
     n = x.shape[d]
+    if n == 0:  # as torch: `chunks` empty pieces
+        return (x,) * int(chunks)
     step = max(-(-n // int(chunks)), 1)
     return apply("split", [x], indices_or_sections=list(range(step, n, step)), axis=d)
 

@@ -32,3 +32,10 @@ def test_eager_item_assignment_of_a_wrong_shape_names_the_op_and_shapes():
     with pytest.raises(ValueError, match=r"x\[key\] = value: value of shape \(3,\) .* x of shape \(2, 2\)"):
         x[0] = tracer.ones(3)
     np.testing.assert_array_equal(x.numpy(), np.zeros((2, 2)))
+
+
+def test_chunk_of_an_empty_axis_gives_chunks_empty_pieces():
+    pieces = tracer.zeros((3, 0)).chunk(3, dim=1)
+    assert [p.shape for p in pieces] == [(3, 0)] * 3
+    torch = pytest.importorskip("torch")
+    assert [tuple(p.shape) for p in torch.zeros((3, 0)).chunk(3, dim=1)] == [p.shape for p in pieces]
