@@ -17,6 +17,7 @@ import numpy as np
 _MAGIC = 0xDD5E40F096B4A13F
 _HEADER = struct.Struct("<QQiiiBBH")
 _DTYPE_CODES = {0: "int", 1: "uint", 2: "float"}
+CONSTANT_KEYS = ("relax.expr.Constant", "ir.GenericConst")  # TVM before 0.27, and 0.27
 
 
 def load_ndarray(b64: str) -> np.ndarray:
@@ -50,7 +51,7 @@ def load_constants(text: str) -> dict[str, list]:
         entries = []
         for i in nodes[index].get("data", []):
             node = nodes[i]
-            if node.get("type_key") == "relax.expr.Constant":
+            if node.get("type_key") in CONSTANT_KEYS:
                 entries.append(load_ndarray(arrays[int(node["attrs"]["data"])]))
             else:
                 entries.append(node)

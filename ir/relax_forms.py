@@ -9,7 +9,7 @@ import ast
 
 import numpy as np
 
-from .metadata import load_constants
+from .metadata import CONSTANT_KEYS, load_constants
 from .nodes import Constant, Expr
 from .ops.registry import make_call
 from .types import IRError, TensorType
@@ -180,8 +180,8 @@ class RelaxForms:
             raise self.error(node, f"`{self.source(node)}` refers to the metadata section, which this text does not "
                                    "have: print the module with mod.script(show_meta=True)")
         entries = self.metadata.get(key)
-        if key != "relax.expr.Constant" or entries is None:
-            raise self.error(node, f"metadata[{key!r}]: only relax.expr.Constant entries are supported "
+        if key not in CONSTANT_KEYS or entries is None:  # TVM 0.27 names its constants ir.GenericConst
+            raise self.error(node, f"metadata[{key!r}]: only {' and '.join(CONSTANT_KEYS)} entries are supported "
                                    f"(the section has {sorted(self.metadata)})")
         if not isinstance(index, int) or not 0 <= index < len(entries):
             raise self.error(node, f"metadata[{key!r}][{index!r}]: the section holds {len(entries)} constant(s)")

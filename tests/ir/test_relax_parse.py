@@ -103,11 +103,11 @@ def main(x: R.Tensor((), dtype="float32")):
     assert fn.bindings[0].value.data.shape == shape
 
 
-def _metadata(*arrays):
+def _metadata(*arrays, key="relax.expr.Constant"):
     """A metadata section in the shape TVM's printer gives it (an object graph in JSON)."""
-    nodes = [{"type_key": ""}, {"type_key": "Map", "keys": ["relax.expr.Constant"], "data": [2]},
+    nodes = [{"type_key": ""}, {"type_key": "Map", "keys": [key], "data": [2]},
              {"type_key": "Array", "data": [3 + i for i in range(len(arrays))]}]
-    nodes += [{"type_key": "relax.expr.Constant", "attrs": {"data": str(i), "span": "0", "struct_info_": "0"}}
+    nodes += [{"type_key": key, "attrs": {"data": str(i), "span": "0", "struct_info_": "0"}}
               for i in range(len(arrays))]
     graph = {"root": 1, "nodes": nodes, "b64ndarrays": [dump_ndarray(a) for a in arrays],
              "attrs": {"tvm_version": "0.27.0"}}
@@ -123,6 +123,16 @@ def test_metadata_constants_read_from_the_section():
                  ret='R.Tensor((), dtype="float64")', prefix=_metadata(w, b))
     mod = ir.parse(text)
     np.testing.assert_allclose(_run(mod, A, B), (A @ (B + w) + b).sum(), rtol=1e-5)
+
+
+def test_metadata_constants_under_tvm_027s_generic_const_key():
+    # TVM 0.27 prints `metadata["ir.GenericConst"][i]` where earlier versions print relax.expr.Constant
+    w = np.linspace(-1, 1, 12, dtype="float32").reshape(3, 4)
+    text = _main(XY, ['lv = R.add(y, metadata["ir.GenericConst"][0])', "gv = R.sum(lv, axis=None, keepdims=False)"],
+                 prefix=_metadata(w, key="ir.GenericConst"))
+    np.testing.assert_allclose(_run(ir.parse(text), A, B), (B + w).sum(), rtol=1e-5)
+    with pytest.raises(ir.IRError, match="only relax.expr.Constant and ir.GenericConst entries"):
+        ir.parse(text.replace('metadata["ir.GenericConst"]', 'metadata["relax.expr.Var"]'))
 
 
 def test_metadata_without_its_section_says_to_print_with_show_meta():
