@@ -30,7 +30,7 @@ SHARED = {
 TVM_WRONG = {
     "conv2d_dilation2": "conv2d's gradient with dilation builds an invalid conv2d_transpose",
     "max_pool2d_dilation2": "max_pool2d_backward with dilation does not legalize",
-    "avg_pool2d_ceil_include_pad": "the numbers differ from tracegrad's (not yet checked against finite differences)",
+    "avg_pool2d_ceil_include_pad": "avg_pool2d's gradient with ceil_mode=True is off (0.03 from finite differences)",
     "where": "where's gradient is not summed back to a broadcast operand's shape",
     "where_cond_broadcast": "where's gradient is not summed back to a broadcast operand's shape",
     "clamp_min_tensor": "maximum's gradient is not summed back to a broadcast operand's shape",
