@@ -173,10 +173,13 @@ class _GradFunction:
             feed = traced.captured if same else None
         else:
             feed = c.sources.resolve(self.fn, args)
-        if feed is None or [None if f else self.leaf_index.get(id(t)) for t, f in zip(feed, c.fresh, strict=True)] \
-                != c.captured_leaf:
+        if feed is None or self._leaf_routes(feed, c.fresh) != c.captured_leaf:
             return None  # a wrt tensor came or went: the gradients are routed differently
         return feed
+
+    def _leaf_routes(self, captured, fresh) -> list[int | None]:
+        """Per captured tensor, the wrt leaf it is (None: not one, or a random seed)."""
+        return [None if f else self.leaf_index.get(id(t)) for t, f in zip(captured, fresh, strict=True)]
 
     def _check_trace(self, c: _Compiled, args, feed):
         """check=True: trace fn again and raise if it now computes something else than the cached trace."""
@@ -198,21 +201,18 @@ class _GradFunction:
         device = "cuda" if any(_on_gpu(a) for a in arrays) else "cpu"
         executor = Executor(mod, device=device)
         sources = locate(self.fn, args, traced.captured)
-        if sources.missing:
-            sources = None
-            if not self.warned_missing:
-                self.warned_missing = True
-                warnings.warn(
-                    "tracegrad: fn reads tensors it cannot find again from its closure, globals, arguments or "
-                    "their attributes (" + ", ".join(_describe(traced.captured[k]) for k in locate(
-                        self.fn, args, traced.captured).missing) + "); the compiled step traces fn on every call to "
-                    "stay current. Pass them as arguments or hold them in a module or container fn reads.",
-                    RuntimeWarning, stacklevel=3)
+        if sources.missing and not self.warned_missing:
+            self.warned_missing = True
+            warnings.warn(
+                "tracegrad: fn reads tensors it cannot find again from its closure, globals, arguments or their "
+                "attributes (" + ", ".join(_describe(traced.captured[k]) for k in sources.missing) + "); the "
+                "compiled step traces fn on every call to stay current. Pass them as arguments or hold them in a "
+                "module or container fn reads.", RuntimeWarning, stacklevel=3)
         fresh = [t._fresh_seed for t in traced.captured]  # False, True, or the Generator to draw from
-        leaf = [None if f else self.leaf_index.get(id(t)) for t, f in zip(traced.captured, fresh, strict=True)]
         return _Compiled(mod, executor, _with_writes(traced, self.has_aux), traced.out_tree, slots,
-                         traced.guards, sources, leaf, fresh, traced.writes, 2 if self.has_aux else 1,
-                         traced.inputs)
+                         traced.guards, None if sources.missing else sources,
+                         self._leaf_routes(traced.captured, fresh), fresh, traced.writes,
+                         2 if self.has_aux else 1, traced.inputs)
 
     def _differentiate(self, traced, args) -> tuple[IRModule, list[tuple[int, ...]]]:
         """Gradient and clean-up of a trace; for each wrt leaf, its indices among the gradients."""

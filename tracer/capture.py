@@ -198,7 +198,7 @@ class Sources:
                     if obj is not expect or (size is not None and size_now(obj) != size):
                         return None
                     continue
-                if type(obj) is not Tensor and not isinstance(obj, Tensor) or obj._var is not None:
+                if not isinstance(obj, Tensor) or obj._var is not None:
                     return None
                 data = obj._data
                 for k in feeds:

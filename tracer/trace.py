@@ -86,10 +86,6 @@ class Traced:
         body = ir.Tuple(list(fields) + [w[2] for w in self.writes])
         return IRModule({"main": ir.Function(main.params, main.blocks, body)})
 
-    def guards_hold(self) -> bool:
-        """True while every Python value the trace depended on (see `guard`) is unchanged."""
-        return all(getter() == value for getter, value in self.guards)
-
 
 def trace(fn, *args) -> IRModule:
     """Trace `fn` on `args` (Tensors, arrays or specs) into a module whose function is "main".

@@ -355,7 +355,7 @@ class _Net(nn.Module):
 
 
 def test_replaced_parameter_is_not_kept_alive():
-    # _Compiled.guards_hold is the bound method Traced.guards_hold, so the entry keeps Traced.captured: every
+    # (was) _Compiled.guards_hold, a bound method of Traced, kept Traced.captured alive: every
     # tensor of the first trace (here the replaced weight) stays alive as long as the entry does
     model = _Net()
     step = autodiff.value_and_grad(lambda x: model(x), wrt=[])
