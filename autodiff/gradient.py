@@ -31,6 +31,7 @@ from ir.analysis import checkpoint_interior
 from ir.nodes import mark_derived
 from ir.ops import get_op
 from ir.printer import assign_names
+from ir.transform.unfuse import Unfuse, has_fused
 
 from .rules import VJPS
 
@@ -56,6 +57,9 @@ class Gradient:
         if f"{name}_adjoint" in mod:
             raise ValueError(f"Gradient: the module already has a function named {name}_adjoint")
         fn = mod[name]
+        if has_fused(fn):  # a fused chain is differentiated through its sub-ops' own rules
+            mod = Unfuse([name])(mod)
+            fn = mod[name]
         if len(fn.blocks) != 1 or not fn.blocks[0].is_dataflow:
             raise ValueError(f"Gradient: {name} must have exactly one dataflow block, it has {len(fn.blocks)} "
                              f"block(s) ({sum(b.is_dataflow for b in fn.blocks)} dataflow)")

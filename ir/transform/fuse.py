@@ -8,8 +8,9 @@ keep more input bytes alive than the value itself took. The chain is written int
 
 Opt-in for now: `TRACEGRAD_FUSE=1` in the environment (or `set_enabled(True)`, or `with fusion(True):`)
 makes `ir.transform.cleanup()` (so `autodiff.value_and_grad`) fuse; otherwise the pass is the identity
-unless built with `force=True`. It is not on by default because a fused op has no VJP rule yet (a
-grad of grad differentiates a cleaned adjoint) and golden tests count the unfused ops.
+unless built with `force=True`. A module holding fused bindings still differentiates: the Gradient
+pass expands them first (`ir.transform.Unfuse`, so each sub-op's own VJP rule runs). Off by default:
+on NumPy it does not pay (docs/benchmarks.md), and golden tests count the unfused ops.
 """
 from __future__ import annotations
 
