@@ -2,7 +2,6 @@
 from .base import FunctionPass, Pass, Sequential
 from .cse import CommonSubexpressionElimination
 from .dce import DeadCodeElimination
-from .fold import FoldConstants
 from .fuse import FuseElementwise
 from .layout import LayoutLowering
 from .simplify import Simplify
@@ -10,13 +9,12 @@ from .unfuse import Unfuse
 
 
 def cleanup() -> Sequential:
-    """The standard clean-up after generating IR: simplify, fold scalar constants and the broadcasts
-    elementwise ops make themselves (FoldConstants), merge duplicates, fold transposes into
+    """The standard clean-up after generating IR: simplify, merge duplicates, fold transposes into
     matmuls (LayoutLowering), drop dead code, fuse elementwise chains (FuseElementwise; opt-in:
     TRACEGRAD_FUSE=1 or ir.transform.fuse.set_enabled(True))."""
-    return Sequential([Simplify(), FoldConstants(), CommonSubexpressionElimination(), LayoutLowering(), Simplify(),
+    return Sequential([Simplify(), CommonSubexpressionElimination(), LayoutLowering(), Simplify(),
                        DeadCodeElimination(), FuseElementwise()])
 
 
-__all__ = ["CommonSubexpressionElimination", "DeadCodeElimination", "FoldConstants", "FunctionPass", "FuseElementwise",
+__all__ = ["CommonSubexpressionElimination", "DeadCodeElimination", "FunctionPass", "FuseElementwise",
            "LayoutLowering", "Pass", "Sequential", "Simplify", "Unfuse", "cleanup"]
