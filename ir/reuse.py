@@ -16,7 +16,7 @@ and falls wherever a chain of elementwise ops would have held two buffers at onc
 """
 from __future__ import annotations
 
-from .nodes import Call, Function, Var, free_vars
+from .nodes import Call, Function, Tuple, Var, free_vars
 from .types import TensorType
 
 # op -> (NumPy/CuPy ufunc computing exactly the op's kernel, only for floating dtypes)
@@ -29,9 +29,11 @@ UFUNCS = {
 }
 
 # ops whose result is always a buffer of its own, never a view of an operand
+# (`fused` too: its kernel always returns a buffer of its own, and keeps no view of the tuple it reads)
 FRESH = frozenset(UFUNCS) | {"matmul", "where", "nn.relu", "sigmoid", "rsqrt", "nn.silu", "nn.gelu",
                              "nn.log_sigmoid", "less", "less_equal", "greater", "greater_equal", "equal",
-                             "not_equal"}
+                             "not_equal", "fused"}
+
 
 def plan_reuse(fn: Function) -> dict[int, tuple[str, Var]]:
     """{binding index: (ufunc name, operand var)}: binding i computes `ufunc(*args, out=<var's buffer>)`.
@@ -46,6 +48,8 @@ def plan_reuse(fn: Function) -> dict[int, tuple[str, Var]]:
     for i, b in enumerate(bindings):
         v = b.value
         direct = set(v.args) if isinstance(v, Call) and v.op in FRESH else set()
+        if isinstance(v, Call) and v.op == "fused" and isinstance(v.args[0], Tuple):
+            direct = set(v.args[0].fields)  # the fields of its inline tuple are read, never kept
         for u in free_vars(v):
             last[u] = i
             if u not in direct:

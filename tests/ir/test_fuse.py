@@ -156,3 +156,38 @@ def test_switch_is_off_by_default_and_toggles_cleanup():
         assert "fused" not in _ops(ir.transform.cleanup()(mod)["main"])
     with fusion(True):
         assert _ops(ir.transform.cleanup()(mod)["main"]) == ["fused"]
+
+
+REUSE_TEXT = '''
+@R.function
+def main(x: R.Tensor((64, 8), "float32"), w: R.Tensor((8, 64), "float32")):
+    with R.dataflow():
+        a: R.Tensor((64, 64), "float32") = R.matmul(x, w)
+        y: R.Tensor((64, 64), "float32") = R.fused((a,), expr="exp(multiply(x0, const(0.5, 'float32')))")
+        z: R.Tensor((64, 64), "float32") = R.multiply(y, a)
+        r: R.Tensor((64, 64), "float32") = R.add(y, z)
+        R.output(r)
+    return r
+'''
+
+
+def test_buffer_reuse_applies_to_fused_results_and_inputs():
+    from ir.reuse import plan_reuse
+    mod = ir.parse(REUSE_TEXT)
+    fn = mod["main"]
+    plan = {fn.bindings[i].var.name: (ufunc, v.name) for i, (ufunc, v) in plan_reuse(fn).items()}
+    # a (a matmul's, read by the fused op without keeping it) dies at z; y (the fused result) dies at r
+    assert plan == {"z": ("multiply", "a"), "r": ("add", "y")}
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((64, 8)).astype("float32"), rng.standard_normal((8, 64)).astype("float32")
+    ex = ir.Executor(mod)
+    got = ex["main"](x, w)
+    a = x @ w
+    y = np.exp(a * np.float32(0.5))
+    np.testing.assert_allclose(got, y * a + y, rtol=1e-5)
+    tile = 64 * 64 * 4
+    assert ex.stats.peak_bytes == 2 * tile  # a and y at most (z in a's buffer, r in y's)
+    ex_off = ir.Executor(mod)
+    ex_off.reuse_buffers = False
+    ex_off["main"](x, w)
+    assert ex_off.stats.peak_bytes == 3 * tile
