@@ -308,6 +308,7 @@ class Module:
                 device = name
             else:
                 dtype = tracer.Tensor(np.zeros((), a)).dtype if not isinstance(a, str) else a
+        device = None if device is None else str(device)  # "cuda", "cuda:0" or a tracer.device
         if device is not None and device != "cpu" and not device.startswith("cuda"):
             raise ValueError(f"{type(self).__name__}.to: device must be 'cpu' or 'cuda', got {device!r}")
         for t in self.parameters() + self.buffers():

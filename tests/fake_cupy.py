@@ -5,17 +5,26 @@ NumPy computes underneath; on top sit the CuPy rules those branches depend on:
 - an array refuses implicit conversion to NumPy (`np.asarray(a)` raises TypeError, as CuPy's does), and
   NumPy functions called on one dispatch to the module's, as CuPy's `__array_ufunc__`/`__array_function__` do;
 - the module's functions refuse NumPy array arguments (TypeError, as CuPy's do); `asarray` moves them;
-- `cuda.runtime.getDeviceCount()` reports the GPUs, or raises CUDARuntimeError when there are none.
+- `cuda.runtime.getDeviceCount()` reports the GPUs, or raises CUDARuntimeError when there are none;
+- `cupyx.scatter_add` (NumPy's add.at underneath) and `ElementwiseKernel`, whose CUDA body is run by
+  reading it as Python (tracegrad's generated bodies are written in the common subset of both, see
+  ir/ops/fused_cuda.py), so a wrong generated body gives wrong values here.
+`COUNTS` counts device-to-host copies ("get"), scatter_add calls and kernel launches, so tests can say a
+path never left the device.
 
-Install it with `monkeypatch.setitem(sys.modules, "cupy", fake_cupy.module(devices=1))`.
+Install it with `fake_cupy.install(monkeypatch, devices=1)` (cupy and cupyx in sys.modules).
 tests/test_cuda.py runs the real thing on a GPU.
 """
 from __future__ import annotations
 
+import collections
 import operator
+import re
 import types
 
 import numpy as np
+
+COUNTS: collections.Counter = collections.Counter()
 
 
 class CUDARuntimeError(RuntimeError):
@@ -79,6 +88,7 @@ class ndarray:  # CuPy's spelling
     base = property(lambda self: None)  # each wrapper owns its buffer, as far as the executor can tell
 
     def get(self) -> np.ndarray:
+        COUNTS["get"] += 1
         return self._a.copy()
 
     def __array__(self, dtype=None, copy=None):
@@ -173,10 +183,104 @@ def module(devices: int = 1) -> types.ModuleType:
         return devices
 
     cp.asarray, cp.array, cp.asnumpy = asarray, asarray, asnumpy
-    cp.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=get_device_count))
+    cp.ElementwiseKernel = ElementwiseKernel
+    cp.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=get_device_count), Device=_Device)
 
     def __getattr__(name):
         value = getattr(np, name)
         return _Namespace(value) if isinstance(value, types.ModuleType) else _wrap(value)
     cp.__getattr__ = __getattr__
+    return cp
+
+
+class _Device:
+    """`with cupy.cuda.Device(i):` (one device: nothing to switch)."""
+
+    def __init__(self, index=0):
+        self.id = index
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def scatter_add(a, slices, value):
+    """cupyx.scatter_add: NumPy's add.at on the arrays underneath."""
+    COUNTS["scatter_add"] += 1
+    np.add.at(a._a, _unwrap(slices, allow_numpy=False), _unwrap(value))
+
+
+# ---------------------------------------------------------------- ElementwiseKernel, run as Python
+
+_C_TYPES = {"float": np.float32, "double": np.float64, "bool": np.bool_, "int": np.int32, "long long": np.int64}
+_PARAM = re.compile(r"^\s*(\w+)\s+(\w+)\s*$")
+_STATEMENT = re.compile(r"^\s*(?:(float|double|bool|int|long long)\s+)?(\w+)\s*=\s*(.+);\s*$")
+
+
+def _math(fn, float_dtype):
+    return lambda *a: np.asarray(fn(*a)).astype(float_dtype)
+
+
+def _erf(x):
+    from ir.ops.special import erf
+    return erf(np, np.asarray(x))
+
+
+_NAMES = {"tg_where": np.where, "tg_int64": lambda x: np.asarray(x).astype(np.int64),
+          "__int_as_float": lambda bits: np.array(bits, np.uint32).view(np.float32),
+          **{name: (lambda x, t=t: np.asarray(x).astype(t)) for name, t in
+             (("float", np.float32), ("double", np.float64), ("bool", np.bool_), ("int", np.int32))}}
+for _c, _fn in (("exp", np.exp), ("log", np.log), ("sqrt", np.sqrt), ("sin", np.sin), ("cos", np.cos),
+                ("tanh", np.tanh), ("fabs", np.abs), ("log1p", np.log1p), ("pow", np.power), ("erf", _erf),
+                ("fmax", np.fmax), ("fmin", np.fmin)):
+    _NAMES[_c] = _math(_fn, np.float64)
+    _NAMES[_c + "f"] = _math(_fn, np.float32)
+
+
+class ElementwiseKernel:
+    """cupy.ElementwiseKernel(in_params, out_params, operation, name, preamble=...): the body, one
+    `type name = expression;` statement a line, evaluated with NumPy (C's math functions by their names,
+    functional casts as astype, `a ? b : c` written as the preamble's `tg_where` macro)."""
+
+    def __init__(self, in_params, out_params, operation, name="kernel", preamble="", **kwargs):
+        self.inputs = [_PARAM.match(p).groups() for p in in_params.split(",")]
+        self.outputs = [_PARAM.match(p).groups() for p in out_params.split(",")]
+        self.operation, self.name, self.preamble = operation, name, preamble
+        self.statements = []
+        for line in operation.strip().splitlines():
+            match = _STATEMENT.match(line)
+            if match is None:
+                raise ValueError(f"fake ElementwiseKernel {name}: cannot read the line {line!r}")
+            self.statements.append(match.groups())
+
+    def __call__(self, *args):
+        COUNTS["kernel"] += 1
+        if len(args) != len(self.inputs):
+            raise TypeError(f"Wrong number of arguments for {self.name!r}")
+        scope = dict(_NAMES)
+        for (dtype, name), a in zip(self.inputs, args, strict=True):
+            value = _unwrap(a)
+            if np.asarray(value).dtype != np.dtype(dtype):
+                raise TypeError(f"{self.name}: {name} is {np.asarray(value).dtype}, the kernel takes {dtype}")
+            scope[name] = value
+        shape = np.broadcast_shapes(*(np.shape(scope[n]) for _, n in self.inputs))
+        with np.errstate(all="ignore"):
+            for ctype, name, expression in self.statements:
+                value = eval(expression, {"__builtins__": {}}, scope)  # noqa: S307 - our own generated text
+                scope[name] = value if ctype is None else np.asarray(value).astype(_C_TYPES[ctype])
+        (dtype, name), = self.outputs
+        out = np.broadcast_to(np.asarray(scope[name]).astype(dtype), shape).copy()
+        return ndarray(out)
+
+
+def install(monkeypatch, devices: int = 1) -> types.ModuleType:
+    """Put a fresh fake `cupy` (and `cupyx`) into sys.modules for one test; returns the cupy module."""
+    import sys
+
+    cp = module(devices)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setitem(sys.modules, "cupyx", types.SimpleNamespace(scatter_add=scatter_add))
+    COUNTS.clear()
     return cp

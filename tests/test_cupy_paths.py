@@ -20,9 +20,7 @@ rng = np.random.default_rng(0)
 
 @pytest.fixture
 def cp(monkeypatch):
-    fake = fake_cupy.module(devices=1)
-    monkeypatch.setitem(sys.modules, "cupy", fake)
-    return fake
+    return fake_cupy.install(monkeypatch, devices=1)
 
 
 def _on_gpu(a):
@@ -59,15 +57,26 @@ def test_optimizer_takes_cupy_gradients_for_numpy_parameters(cp, make):
 
 def test_eager_op_with_a_cupy_operand_runs_on_cupy(cp):
     x, y = rng.standard_normal((2, 3)).astype("float32"), rng.standard_normal(3).astype("float32")
-    gx = tracer.tensor(cp.asarray(x))
-    for out, want in [(gx + tracer.tensor(y), x + y), (tracer.tensor(y) * gx, y * x),
-                      (tracer.concat([tracer.tensor(x), gx]), np.concatenate([x, x])),
-                      (tracer.where(tracer.tensor(x > 0), gx, tracer.tensor(y)), np.where(x > 0, x, y))]:
+    gx, gy = tracer.tensor(cp.asarray(x)), tracer.tensor(y, device="cuda")
+    for out, want in [(gx + gy, x + y), (gy * gx, y * x), (gx * 2.0 + 1, x * 2 + 1),
+                      (gx * tracer.tensor(np.float32(3.0)), x * 3),  # a host 0-d tensor is a scalar
+                      (tracer.concat([gx, gx]), np.concatenate([x, x])), (gx[[1, 0]], x[[1, 0]]),
+                      (tracer.where(gx > 0, gx, gy), np.where(x > 0, x, y))]:
         assert _on_gpu(out._data), type(out._data)
         np.testing.assert_array_equal(out.numpy(), want)
         assert isinstance(out.numpy(), np.ndarray)
     host = tracer.tensor(x) + tracer.tensor(y)
     assert isinstance(host._data, np.ndarray)  # NumPy alone stays on NumPy
+
+
+@pytest.mark.parametrize("op", [lambda a, b: a + b, lambda a, b: b * a, lambda a, b: tracer.concat([a, b]),
+                                lambda a, b: tracer.where(a > 0, a, b)], ids=["add", "multiply", "concat", "where"])
+def test_mixing_devices_in_one_eager_op_is_an_error(cp, op):
+    gx = tracer.tensor(rng.standard_normal(3).astype("float32"), device="cuda")
+    host = tracer.tensor(rng.standard_normal(3).astype("float32"))
+    with pytest.raises(RuntimeError, match=r"(add|multiply|concat|where): Expected all tensors to be on the same "
+                                           r"device.*(cuda:0 and cpu|cpu and cuda:0)"):
+        op(gx, host)
 
 
 # ---------------------------------------------------------------- the executor's device check
@@ -125,14 +134,28 @@ def test_value_and_grad_runs_on_cuda_for_captured_cupy_weights(cp):
 CASES = all_cases()
 
 
+# rows whose function mixes in a host tensor of its own (T.arange(4) * x, W @ x with W a NumPy array): eagerly
+# a device error, as in torch (torch.arange(4) * x_cuda); traced, the host tensor is a constant and runs anywhere
+HOST_OPERAND_ROWS = {"arange_times_x", "matmul_rmatmul_array"}
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_every_case_runs_on_the_cupy_path(cp, case):
     """A kernel that reaches for NumPy on a device array (np.* instead of xp.*) fails here, on a CPU."""
-    eager = flat(case.fn(*[tracer.tensor(cp.asarray(a)) for a in case.inputs], **case.kwargs))
-    for (c, g), e in zip(forward_on_both(case, cp), eager, strict=True):
+    device_inputs = [tracer.tensor(cp.asarray(a)) for a in case.inputs]
+    if case.name in HOST_OPERAND_ROWS:
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            case.fn(*device_inputs, **case.kwargs)
+        eager = None
+    else:
+        eager = flat(case.fn(*device_inputs, **case.kwargs))
+    both = forward_on_both(case, cp)
+    for k, (c, g) in enumerate(both):
         assert _on_gpu(g)  # (an eager result may live on the host: tracer.rand(shape) makes a NumPy array)
         np.testing.assert_allclose(g.get(), c, rtol=1e-6, atol=1e-7)  # GELU's erf: SciPy here, the fallback there
-        np.testing.assert_allclose(e.numpy(), c, rtol=1e-6, atol=1e-7)
+        if eager is not None:
+            np.testing.assert_allclose(eager[k].numpy(), c, rtol=1e-6, atol=1e-7)
+    assert eager is None or len(eager) == len(both)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.grad], ids=[c.name for c in CASES if c.grad])
@@ -140,3 +163,103 @@ def test_every_gradient_runs_on_the_cupy_path(cp, case):
     for c, g in gradients_on_both(case, cp):
         assert _on_gpu(g)
         np.testing.assert_allclose(g.get(), c, rtol=1e-12, atol=1e-15)
+
+
+# ---------------------------------------------------------------- scatters stay on the device
+
+@pytest.mark.parametrize("name", ["take_backward", "max_pool2d", "avg_pool2d", "conv2d"])
+def test_scatter_backward_helpers_use_cupyx_scatter_add(cp, name):
+    x = rng.standard_normal((2, 3, 6, 6))
+    fns = {"take_backward": lambda a: (tracer.take(a, [0, 2, 2, 1], axis=1) ** 2.0).sum(),
+           "max_pool2d": lambda a: (tracer.max_pool2d(a, 3, 2, 1) ** 2.0).sum(),
+           "avg_pool2d": lambda a: (tracer.avg_pool2d(a, 2) ** 2.0).sum(),
+           "conv2d": lambda a: (tracer.conv2d(a, tracer.tensor(np.ones((4, 3, 3, 3))), padding=1) ** 2.0).sum()}
+    host = tracer.tensor(x)
+    _, want = autodiff.value_and_grad(fns[name], wrt=host)(host)
+    fake_cupy.COUNTS.clear()
+    device = tracer.tensor(x, device="cuda")
+    _, got = autodiff.value_and_grad(fns[name], wrt=device)(device)
+    assert _on_gpu(got._data) and fake_cupy.COUNTS["scatter_add"] >= 1
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+
+
+def test_float16_scatter_accumulates_in_float32(cp):
+    from ir.ops.manipulate import scatter_add
+    out = cp.zeros(3, "float16")
+    scatter_add(cp, out, cp.asarray(np.array([0, 0, 2])), cp.asarray(np.array([1.0, 2.0, 3.0], "float16")))
+    assert out.dtype == np.float16 and out.get().tolist() == [3.0, 0.0, 3.0]
+
+
+# ---------------------------------------------------------------- optimizers update on the device
+
+@pytest.mark.parametrize("make", [lambda p: optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+                                  lambda p: optim.Adam(p, lr=0.1, weight_decay=0.01),
+                                  lambda p: optim.AdamW(p, lr=0.1)], ids=["sgd", "adam", "adamw"])
+def test_optimizer_state_and_updates_stay_on_the_device(cp, make):
+    nn.init.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    host = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    host.load_state_dict(model.state_dict())
+    model.to("cuda")
+    assert all(_on_gpu(p._data) and p.device == "cuda" for p in model.parameters())
+    opt, opt_host = make(model.parameters()), make(host.parameters())
+    grads = [[rng.standard_normal(p.shape).astype("float32") for p in host.parameters()] for _ in range(3)]
+    fake_cupy.COUNTS.clear()
+    for g in grads:
+        opt.step([cp.asarray(a) for a in g])
+        opt_host.step(g)
+    assert fake_cupy.COUNTS["get"] == 0  # no device-to-host copy during the updates
+    assert all(_on_gpu(v) for state in opt.state for v in state.values()) and opt.state[0]
+    for p, q in zip(model.parameters(), host.parameters(), strict=True):
+        assert _on_gpu(p._data)
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_module_to_moves_parameters_and_buffers_and_back(cp):
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2)) if hasattr(nn, "BatchNorm2d") else None
+    if model is None:
+        pytest.skip("no module with buffers")
+    tensors = model.parameters() + model.buffers()
+    assert model.buffers()
+    model.to(tracer.device("cuda"))
+    assert all(_on_gpu(t._data) for t in tensors)
+    model.to("cpu")
+    assert all(isinstance(t._data, np.ndarray) for t in tensors)
+
+
+def test_a_training_step_on_the_device_never_copies_to_the_host(cp):
+    nn.init.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)).to("cuda")
+    x = tracer.tensor(rng.standard_normal((5, 8)).astype("float32"), device="cuda")
+    y = tracer.tensor(np.arange(5) % 4, device="cuda")
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    step = autodiff.value_and_grad(lambda x, y: nn.functional.cross_entropy(model(x), y), wrt=model.parameters())
+    step(x, y)  # tracing and compiling may read shapes; the replayed steps must not copy back
+    fake_cupy.COUNTS.clear()
+    for _ in range(3):
+        loss, grads = step(x, y)
+        opt.step(grads)
+    assert fake_cupy.COUNTS["get"] == 0 and _on_gpu(loss._data)
+
+
+# ---------------------------------------------------------------- fused chains: one generated kernel
+
+def test_a_fused_step_on_the_device_launches_generated_kernels(cp):
+    from ir.ops import fused_cuda
+    from ir.transform.fuse import fusion
+    x = rng.standard_normal((6, 8)).astype("float32")
+    w = rng.standard_normal((8, 8)).astype("float32")
+
+    def loss(a, b):
+        h = a @ b
+        return (tracer.gelu(h * 0.5 + 1.0) * tracer.sigmoid(h)).sum()
+    with fusion(True):
+        mod = ir.transform.cleanup()(autodiff.Gradient("main")(tracer.trace(loss, x, w)))
+    assert "R.fused" in str(mod)
+    want = ir.Executor(mod)["main_adjoint"](x, w)
+    fake_cupy.COUNTS.clear()
+    got = ir.Executor(mod, device="cuda")["main_adjoint"](cp.asarray(x), cp.asarray(w))
+    adjoint_text = str(mod).split("def main_adjoint")[1]
+    assert fake_cupy.COUNTS["kernel"] == adjoint_text.count("R.fused(") >= 2 and not fused_cuda.FAILED
+    for g, c in zip(flat(got[1]) + [got[0]], flat(want[1]) + [want[0]], strict=True):
+        np.testing.assert_allclose(g.get(), c, rtol=1e-5, atol=1e-6)

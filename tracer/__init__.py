@@ -4,12 +4,14 @@ import numpy as np
 from ir.types import check_dtype
 
 from . import create as _create
+from . import device as _device
 from . import inplace as _inplace
 from . import math as _math
 from . import nn_functions as _nn_functions
 from . import shape as _shape
 from . import torch_methods as _torch_methods
 from .create import *  # noqa: F401,F403
+from .device import device
 from .math import (
     abs,
     add,
@@ -52,14 +54,15 @@ from .torch_methods import *  # noqa: F401,F403
 from .trace import Spec, Traced, checkpoint, guard, spec, trace, trace_function, unflatten_output
 
 
-def tensor(data, dtype=None) -> Tensor:
-    """A concrete tensor: Python floats become float32, NumPy arrays keep their dtype.
+def tensor(data, dtype=None, device=None) -> Tensor:
+    """A concrete tensor: Python floats become float32, NumPy arrays keep their dtype; `device="cuda"` puts it
+    on the GPU (CuPy), and a CuPy array stays on its GPU unless `device="cpu"`.
 
     >>> import numpy as np
-    >>> tensor([1.0, 2.0]).dtype, tensor(np.zeros(2)).dtype
-    ('float32', 'float64')
+    >>> tensor([1.0, 2.0]).dtype, tensor(np.zeros(2)).dtype, str(tensor([1.0], device="cpu").device)
+    ('float32', 'float64', 'cpu')
     """
-    return Tensor(data, dtype)
+    return _device.place(Tensor(data, dtype), device, "tensor")
 
 
 def from_numpy(array) -> Tensor:
@@ -89,7 +92,7 @@ def _install_methods():
 _install_methods()
 
 __all__ = _shape.__all__ + _nn_functions.__all__ + _create.__all__ + _torch_methods.__all__ + [
-    "Spec", "Tensor", "TraceError", "Traced", "abs", "add", "astype", "checkpoint", "cos", "divide", "equal",
+    "Spec", "Tensor", "TraceError", "Traced", "abs", "device", "add", "astype", "checkpoint", "cos", "divide", "equal",
     "from_numpy", "guard", "manual_seed",
     "exp", "gelu", "greater", "greater_equal", "less", "less_equal", "log", "maximum", "minimum", "multiply",
     "negative", "not_equal", "power", "relu", "rsqrt", "sigmoid", "silu", "sin", "spec", "sqrt", "stop_gradient",

@@ -5,6 +5,10 @@ The random ones draw a seed from tracegrad's seeded generator (`manual_seed`, or
 give the same values for the same seed. Inside a traced, compiled function every call draws afresh (as
 dropout's mask), from the global generator or from `generator=`, in the same sequence as eager calls; an
 int `seed=` fixes the values.
+
+`device="cuda"` (or a `tracer.device`) puts a result on the GPU; the random ones draw on the host and move,
+so every device sees the same values. The `*_like` forms follow x's device. Inside a trace device= is
+ignored: the executor places values.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import numpy as np
 
 import ir
 
+from .device import place, tensor_device
 from .math import as_tensor, astype
 from .rng import Generator, fresh_seed
 from .shape import _size_args, concat, zeros, zeros_like
@@ -39,12 +44,14 @@ def _seed(fn: str, generator, seed) -> Tensor:
     return t
 
 
-def _random(op: str, fn: str, size, dtype, generator, seed, **attrs) -> Tensor:
+def _random(op: str, fn: str, size, dtype, generator, seed, device=None, **attrs) -> Tensor:
     shape, dtype = _size_args(fn, size, dtype)
-    return apply(op, [_seed(fn, generator, seed)], shape=shape, dtype=dtype, **attrs)
+    # drawn where the seed lives (the host), then moved: the same values on every device
+    return place(apply(op, [_seed(fn, generator, seed)], shape=shape, dtype=dtype, **attrs), device, fn)
 
 
-def rand(*size, dtype: str | None = None, generator: Generator | None = None, seed: int | None = None) -> Tensor:
+def rand(*size, dtype: str | None = None, generator: Generator | None = None, seed: int | None = None,
+         device=None) -> Tensor:
     """Uniform values in [0, 1): `rand(2, 3)` or `rand((2, 3))`.
 
     >>> import tracer
@@ -52,21 +59,22 @@ def rand(*size, dtype: str | None = None, generator: Generator | None = None, se
     >>> 0.0 <= float(x.min()) and float(x.max()) < 1.0
     True
     """
-    return _random("random.uniform", "rand", size, dtype, generator, seed)
+    return _random("random.uniform", "rand", size, dtype, generator, seed, device)
 
 
-def randn(*size, dtype: str | None = None, generator: Generator | None = None, seed: int | None = None) -> Tensor:
+def randn(*size, dtype: str | None = None, generator: Generator | None = None, seed: int | None = None,
+          device=None) -> Tensor:
     """Standard normal values: `randn(2, 3)` or `randn((2, 3))`.
 
     >>> import tracer
     >>> abs(float(tracer.randn(10000, seed=0).mean())) < 0.05
     True
     """
-    return _random("random.normal", "randn", size, dtype, generator, seed)
+    return _random("random.normal", "randn", size, dtype, generator, seed, device)
 
 
 def randint(*args, size=None, dtype: str = "int64", generator: Generator | None = None,
-            seed: int | None = None) -> Tensor:
+            seed: int | None = None, device=None) -> Tensor:
     """Integers uniform in low..high-1: `randint(high, size)` or `randint(low, high, size)`, as torch.
 
     >>> import tracer
@@ -81,19 +89,20 @@ def randint(*args, size=None, dtype: str = "int64", generator: Generator | None 
         raise TypeError(f"randint: expected (high, size) or (low, high, size), got {len(args)} bound(s)")
     low, high = (0, args[0]) if len(args) == 1 else args
     shape, dtype = _size_args("randint", (size,), dtype)
-    return apply("random.randint", [_seed("randint", generator, seed)], shape=shape, low=low, high=high, dtype=dtype)
+    out = apply("random.randint", [_seed("randint", generator, seed)], shape=shape, low=low, high=high, dtype=dtype)
+    return place(out, device, "randint")
 
 
 def rand_like(x, dtype: str | None = None, *, generator=None, seed=None) -> Tensor:
-    """Uniform values in [0, 1) of x's shape and (by default) dtype."""
+    """Uniform values in [0, 1) of x's shape, (by default) dtype and device."""
     x = as_tensor(x)
-    return rand(x.shape, dtype=dtype or x.dtype, generator=generator, seed=seed)
+    return rand(x.shape, dtype=dtype or x.dtype, generator=generator, seed=seed, device=tensor_device(x))
 
 
 def randn_like(x, dtype: str | None = None, *, generator=None, seed=None) -> Tensor:
-    """Standard normal values of x's shape and (by default) dtype."""
+    """Standard normal values of x's shape, (by default) dtype and device."""
     x = as_tensor(x)
-    return randn(x.shape, dtype=dtype or x.dtype, generator=generator, seed=seed)
+    return randn(x.shape, dtype=dtype or x.dtype, generator=generator, seed=seed, device=tensor_device(x))
 
 
 def randint_like(x, low: int = 0, high: int | None = None, *, dtype: str | None = None, generator=None,
@@ -103,14 +112,14 @@ def randint_like(x, low: int = 0, high: int | None = None, *, dtype: str | None 
     low, high = (0, low) if high is None else (low, high)
     dtype = dtype or x.dtype
     out = randint(low, high, x.shape, dtype=dtype if dtype in ("int32", "int64") else "int64", generator=generator,
-                  seed=seed)
+                  seed=seed, device=tensor_device(x))
     return astype(out, dtype)  # whole numbers in x's dtype, as torch.randint_like of a float tensor
 
 
-def empty(*size, dtype: str | None = None) -> Tensor:
+def empty(*size, dtype: str | None = None, device=None) -> Tensor:
     """A tensor to be overwritten. tracegrad fills it with zeros, so nothing reads uninitialized memory."""
     shape, dtype = _size_args("empty", size, dtype)
-    return zeros(shape, dtype=dtype)
+    return zeros(shape, dtype=dtype, device=device)
 
 
 def empty_like(x, dtype: str | None = None) -> Tensor:
@@ -118,7 +127,7 @@ def empty_like(x, dtype: str | None = None) -> Tensor:
     return zeros_like(x, dtype)
 
 
-def arange(start, end=None, step=1, *, dtype: str | None = None) -> Tensor:
+def arange(start, end=None, step=1, *, dtype: str | None = None, device=None) -> Tensor:
     """Values from start (inclusive) to end (exclusive) by step; int64 when all three are ints, else float32,
     as torch. Inside a trace it is a constant.
 
@@ -137,24 +146,25 @@ def arange(start, end=None, step=1, *, dtype: str | None = None) -> Tensor:
         dtype = "int64" if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else "float32"
     ir.types.check_dtype(dtype, "arange")
     if dtype in ("int32", "int64"):
-        return Tensor(np.arange(start, end, step, dtype=dtype))
+        return place(Tensor(np.arange(start, end, step, dtype=dtype)), device, "arange")
     n = max(math.ceil((end - start) / step), 0)
-    return Tensor((start + np.arange(n, dtype="float64") * step).astype(dtype))
+    return place(Tensor((start + np.arange(n, dtype="float64") * step).astype(dtype)), device, "arange")
 
 
-def linspace(start, end, steps: int, *, dtype: str = "float32") -> Tensor:
+def linspace(start, end, steps: int, *, dtype: str = "float32", device=None) -> Tensor:
     """`steps` evenly spaced values from start to end, both included. Inside a trace it is a constant."""
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"linspace: steps must be an int >= 0, got {steps!r}")
-    return Tensor(np.linspace(start, end, int(steps), dtype="float64").astype(ir.types.check_dtype(dtype, "linspace")))
+    values = np.linspace(start, end, int(steps), dtype="float64").astype(ir.types.check_dtype(dtype, "linspace"))
+    return place(Tensor(values), device, "linspace")
 
 
-def eye(n: int, m: int | None = None, *, dtype: str = "float32") -> Tensor:
+def eye(n: int, m: int | None = None, *, dtype: str = "float32", device=None) -> Tensor:
     """The n x m identity matrix (m defaults to n). Inside a trace it is a constant."""
     for name, v in (("n", n), ("m", n if m is None else m)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"eye: {name} must be an int >= 0, got {v!r}")
-    return Tensor(np.eye(n, m, dtype=ir.types.check_dtype(dtype, "eye")))
+    return place(Tensor(np.eye(n, m, dtype=ir.types.check_dtype(dtype, "eye"))), device, "eye")
 
 
 def cat(tensors, axis: int = 0) -> Tensor:

@@ -9,6 +9,7 @@ import numbers
 
 import numpy as np
 
+from .device import place, tensor_device
 from .math import add, as_tensor
 from .rng import draw_seed
 from .tensor import Tensor, active_trace, apply
@@ -41,8 +42,8 @@ def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
         raise ValueError("layer_norm: x must have at least one dimension, got a 0-d tensor")
     dim = x.shape[-1:]
     # None stands for the identity affine: constants of ones and zeros keep the IR to one op
-    gamma = as_tensor(weight) if weight is not None else Tensor(np.ones(dim, dtype=x.dtype))
-    beta = as_tensor(bias) if bias is not None else Tensor(np.zeros(dim, dtype=x.dtype))
+    gamma = as_tensor(weight) if weight is not None else place(Tensor(np.ones(dim, dtype=x.dtype)), tensor_device(x))
+    beta = as_tensor(bias) if bias is not None else place(Tensor(np.zeros(dim, dtype=x.dtype)), tensor_device(x))
     return apply("nn.layer_norm", [x, gamma, beta], axes=[-1], epsilon=float(eps))
 
 

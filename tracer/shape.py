@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 
+from .device import place
+from .device import tensor_device as _device_of
 from .indexing import getitem
 from .math import as_tensor, astype, promote
 from .tensor import Tensor, apply
@@ -243,7 +245,7 @@ def _size_args(fn: str, args, dtype):
     return tuple(args), dtype or "float32"
 
 
-def zeros(*size, dtype: str | None = None) -> Tensor:
+def zeros(*size, dtype: str | None = None, device=None) -> Tensor:
     """A tensor of zeros: `zeros(2, 3)`, `zeros((2, 3))`, `zeros((2, 3), "int64")`; inside a trace, a
     `zeros` binding.
 
@@ -252,36 +254,38 @@ def zeros(*size, dtype: str | None = None) -> Tensor:
     True
     """
     shape, dtype = _size_args("zeros", size, dtype)
-    return apply("zeros", [], shape=shape, dtype=dtype)
+    return place(apply("zeros", [], shape=shape, dtype=dtype), device, "zeros")
 
 
-def ones(*size, dtype: str | None = None) -> Tensor:
-    """A tensor of ones (sizes as for zeros)."""
+def ones(*size, dtype: str | None = None, device=None) -> Tensor:
+    """A tensor of ones (sizes as for zeros; `device="cuda"` makes it on the GPU)."""
     shape, dtype = _size_args("ones", size, dtype)
-    return apply("ones", [], shape=shape, dtype=dtype)
+    return place(apply("ones", [], shape=shape, dtype=dtype), device, "ones")
 
 
-def full(shape, value, dtype: str = "float32") -> Tensor:
+def full(shape, value, dtype: str = "float32", *, device=None) -> Tensor:
     """A tensor filled with `value`."""
-    return apply("full", [], shape=_ints(shape), fill_value=value, dtype=dtype)
+    return place(apply("full", [], shape=_ints(shape), fill_value=value, dtype=dtype), device, "full")
 
 
 def zeros_like(x, dtype: str | None = None) -> Tensor:
     """Zeros of x's shape and (by default) dtype."""
     x = as_tensor(x)
-    return apply("zeros_like", [x]) if dtype in (None, x.dtype) else zeros(x.shape, dtype)
+    return apply("zeros_like", [x]) if dtype in (None, x.dtype) else zeros(x.shape, dtype, device=_device_of(x))
 
 
 def ones_like(x, dtype: str | None = None) -> Tensor:
     """Ones of x's shape and (by default) dtype."""
     x = as_tensor(x)
-    return apply("ones_like", [x]) if dtype in (None, x.dtype) else ones(x.shape, dtype)
+    return apply("ones_like", [x]) if dtype in (None, x.dtype) else ones(x.shape, dtype, device=_device_of(x))
 
 
 def full_like(x, value, dtype: str | None = None) -> Tensor:
     """`value` in x's shape and (by default) dtype."""
     x = as_tensor(x)
-    return apply("full_like", [x], fill_value=value) if dtype in (None, x.dtype) else full(x.shape, value, dtype)
+    if dtype in (None, x.dtype):
+        return apply("full_like", [x], fill_value=value)
+    return full(x.shape, value, dtype, device=_device_of(x))
 
 
 __all__ = [

@@ -14,6 +14,8 @@ import ir
 from ir import Constant, Expr, TensorType, Var, make_call
 from ir.ops import get_op
 
+from .device import check_same_device
+
 _DTYPE_NAMES = {np.dtype(d): d for d in ir.DTYPES}
 
 
@@ -310,7 +312,8 @@ def _run_eager(op_name, inputs, attrs):
     call = make_call(op_name, [ir.Tuple(fake)] if op.tuple_input else fake, attrs)
     arrays = [t._data for t in flat]
     xp = np
-    if any(type(a) is not np.ndarray for a in arrays):  # a CuPy array among them: run there, moving the rest
+    if any(type(a) is not np.ndarray for a in arrays):  # a CuPy array among them: run there
+        check_same_device(op_name, arrays)  # host scalars (0-d) may join, as CPU scalars in torch
         xp = _cupy_module(None)
         arrays = [xp.asarray(a) for a in arrays]
     out = op.kernel(xp, tuple(arrays), **call.attrs) if op.tuple_input else op.kernel(xp, *arrays, **call.attrs)

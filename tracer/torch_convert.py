@@ -10,6 +10,7 @@ import ir
 
 from . import math as _m
 from . import shape as _shape
+from .device import CPU, device, device_of, move, parse
 from .math import as_tensor, astype, greater, not_equal, stop_gradient
 from .tensor import Tensor, active_trace, apply, array_module_of, dtype_name, to_expr
 
@@ -31,7 +32,8 @@ def _dtype_of(value) -> str | None:
 
 
 def to(self, *args, dtype=None, device=None, copy: bool = False) -> Tensor:
-    """Convert: `to(dtype)`, `to("cpu" | "cuda")`, `to(device, dtype)`, `to(other_tensor)`.
+    """Convert: `to(dtype)`, `to("cpu" | "cuda" | "cuda:1" | tracer.device)`, `to(device, dtype)`,
+    `to(other_tensor)` (its dtype and device). A tensor already there is returned as it is (copy=True copies).
 
     Inside a trace the device is the executor's business: only the dtype changes.
 
@@ -42,9 +44,10 @@ def to(self, *args, dtype=None, device=None, copy: bool = False) -> Tensor:
     for a in args:
         if isinstance(a, Tensor):
             dtype = dtype or a.dtype
+            device = device or (None if a._data is None else device_of(a._data))
         elif _dtype_of(a) is not None:
             dtype = _dtype_of(a)
-        elif isinstance(a, str):
+        elif isinstance(a, (str, _device)):
             device = a
         else:
             raise TypeError(f"to: expected a dtype, a device ('cpu', 'cuda') or a tensor, got {a!r}")
@@ -52,26 +55,52 @@ def to(self, *args, dtype=None, device=None, copy: bool = False) -> Tensor:
         raise TypeError(f"to: unsupported dtype {dtype!r}; tracegrad supports {', '.join(ir.DTYPES)}")
     y = self if dtype is None else astype(self, _dtype_of(dtype))
     if device is not None:
-        y = _to_device(y, str(device))
+        y = _to_device(y, parse(device, "to"))
     if copy and y is self and self._var is None:
         y = Tensor.wrap(self._data.copy())
     return y
 
 
-def _to_device(x: Tensor, device: str) -> Tensor:
-    kind = device.split(":")[0]
-    if kind not in ("cpu", "cuda"):
-        raise ValueError(f"to: unknown device {device!r}; use 'cpu' or 'cuda'")
+_device = device
+
+
+def _to_device(x: Tensor, dev: device) -> Tensor:
     if x._var is not None or active_trace() is not None:
         return x
-    on_gpu = array_module_of(x._data) is not np
-    if kind == "cpu" and on_gpu:
-        return Tensor.wrap(x._data.get())
-    if kind == "cuda" and not on_gpu:
-        import cupy  # tracegrad's GPU arrays; an ImportError here says CuPy is missing
+    data = move(x._data, dev)  # an ImportError for "cuda" says CuPy is missing
+    return x if data is x._data else Tensor.wrap(data)
 
-        return Tensor.wrap(cupy.asarray(x._data))
-    return x
+
+def _device_property(self) -> device:
+    """Where the values live: `device(type='cpu')` or `device(type='cuda', index=0)` (prints "cpu", "cuda:0"
+    and equals those strings). A traced value reads as the CPU: inside a trace the executor places values."""
+    return CPU if self._data is None else device_of(self._data)
+
+
+def _is_cuda(self) -> bool:
+    """True when the values live on a GPU (torch's x.is_cuda)."""
+    return self._data is not None and array_module_of(self._data) is not np
+
+
+def cpu(self) -> Tensor:
+    """The tensor on the CPU: `self` when it is there already, else a copy (torch's x.cpu()); `.numpy()`
+    then shares its memory.
+
+    >>> import tracer
+    >>> x = tracer.ones((2,))
+    >>> x.cpu() is x, x.cpu().numpy().tolist()
+    (True, [1.0, 1.0])
+    """
+    return _to_device(self, CPU)
+
+
+def cuda(self, device=None) -> Tensor:
+    """The tensor on a GPU (`device`: an index, "cuda:1" or a device; the current GPU by default), copied
+    there with CuPy; `self` when it is there already."""
+    dev = _device("cuda", device) if isinstance(device, int) else parse(device or "cuda", "cuda")
+    if dev.type != "cuda":
+        raise ValueError(f"cuda: expected a CUDA device, got {dev}")
+    return _to_device(self, dev)
 
 
 def clone(self) -> Tensor:
@@ -213,9 +242,10 @@ _ALIASES = {
 _ALIASES["square"].__name__ = "square"
 
 
-OPERATORS = {"mT": property(_mT)}
+OPERATORS = {"mT": property(_mT), "device": property(_device_property), "is_cuda": property(_is_cuda)}
 METHODS = {
-    "detach": detach, "clone": clone, "to": to, "tolist": tolist, "numel": numel, "dim": dim, "contiguous": contiguous,
+    "detach": detach, "clone": clone, "to": to, "cpu": cpu, "cuda": cuda, "tolist": tolist, "numel": numel, "dim": dim,
+    "contiguous": contiguous,
     **{f.__name__: f for f in map(_caster, ("float32", "float64", "float16", "int64", "int32", "bool"))},
     **_ALIASES,
 }

@@ -172,30 +172,104 @@ def evaluate_unfused(xp, expr: str, xs):
     return xp.asarray(_evaluate(xp, parse_expr(expr), list(xs)))
 
 
-_INPLACE_BINARY = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "maximum": np.maximum,
-                   "minimum": np.minimum}
-_INPLACE_UNARY = {"negative": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
-                  "sin": np.sin, "cos": np.cos, "tanh": np.tanh}
+# sub-ops whose kernel is exactly this NumPy ufunc when the result is floating (or, for comparisons, bool)
+_UFUNC_OPS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.true_divide,
+              "power": np.power, "maximum": np.maximum, "minimum": np.minimum, "negative": np.negative,
+              "abs": np.absolute, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
+              "tanh": np.tanh}
+_COMPARE_OPS = {"less": np.less, "less_equal": np.less_equal, "greater": np.greater,
+                "greater_equal": np.greater_equal, "equal": np.equal, "not_equal": np.not_equal}
 
 
-def _inplace(node, xs):
-    """(value, owned): the chain through NumPy, each ufunc writing into a temporary it owns (`out=`) where
-    the shape and dtype allow, so a chain of n ops allocates about one array instead of n. Same ufuncs,
-    same values as the unfused kernels, bit for bit."""
-    if isinstance(node, Leaf):
-        return xs[node.index], False
-    if isinstance(node, Const):
-        return node.array(), False
-    args = [_inplace(a, xs) for a in node.args]
-    values = [a for a, _ in args]
-    ufunc = _INPLACE_BINARY.get(node.op) or _INPLACE_UNARY.get(node.op)
-    if ufunc is not None and values[0].dtype.kind == "f" and all(v.dtype == values[0].dtype for v in values):
-        shape = np.broadcast_shapes(*(v.shape for v in values))
-        for value, owned in args:
-            if owned and value.shape == shape:
-                return ufunc(*values, out=value), True
-    out = get_op(node.op).kernel(np, *values, **node.attrs)
-    return out, not any(np.may_share_memory(out, x) for x in xs)  # a kernel may hand back (a view of) an input
+def _need(node) -> int:
+    """Temporaries a subtree holds at once when its heaviest argument goes first (Sethi-Ullman)."""
+    if not isinstance(node, Node):
+        return 0
+    needs = sorted((_need(a) for a in node.args), reverse=True)
+    return max([1] + [n + i for i, n in enumerate(needs)])
+
+
+@functools.lru_cache(maxsize=4096)
+def _program(expr: str, inputs: tuple):
+    """(steps, n_registers, constants, result register) for the chain on inputs of these (shape, dtype).
+
+    Registers 0..n-1 hold the inputs, then the scalar constants, then temporaries the chain owns.
+    A step is (callable, argument registers, out register or -1, attrs, destination register): a
+    ufunc writes into a temporary that dies there (an argument's or a freed one of the same shape and
+    dtype) through `out=`, everything else calls the sub-op's kernel into a new temporary. Arguments
+    are evaluated heaviest first, so the chain holds as few temporaries as a tree allows; the order of
+    evaluation changes no value (each sub-op is the same ufunc or kernel as unfused)."""
+    types = [TensorType(shape, dtype) for shape, dtype in inputs]
+    consts: list = []
+    steps: list = []
+    meta: dict[int, TensorType] = {}  # temporary register -> its type
+    free: list[int] = []
+    n = [len(types)]
+
+    def const_reg(c):
+        consts.append(c.array())
+        return -len(consts)  # renumbered once the constants are counted
+
+    def visit(node):
+        if isinstance(node, Leaf):
+            return node.index, types[node.index], False
+        if isinstance(node, Const):
+            return const_reg(node), TensorType((), node.dtype), False
+        order = sorted(range(len(node.args)), key=lambda k: -_need(node.args[k]))
+        done = {k: visit(node.args[k]) for k in order}
+        args = [done[k] for k in range(len(node.args))]
+        op = get_op(node.op)
+        t = op.infer(op, [a[1] for a in args], **node.attrs)
+        ufunc = _UFUNC_OPS.get(node.op) if t.dtype in ("float32", "float64", "float16") else None
+        if ufunc is not None and any(a[1].dtype != t.dtype for a in args):
+            ufunc = None
+        if ufunc is None and t.dtype == "bool":
+            ufunc = _COMPARE_OPS.get(node.op)
+        owned = [a[0] for a in args if a[2]]
+        out = -1
+        if ufunc is not None:
+            out = next((r for r in owned if meta[r] == t), -1)
+            if out < 0:
+                out = next((r for r in free if meta[r] == t), -1)
+                if out >= 0:
+                    free.remove(out)
+        if out >= 0:
+            dest = out
+            steps.append((ufunc, [a[0] for a in args], out, None, dest))
+        else:
+            dest = next((r for r in free if meta[r] == t), None)  # the kernel allocates; the register is reused
+            if dest is None:
+                dest = n[0]
+                n[0] += 1
+            else:
+                free.remove(dest)
+            steps.append((op.kernel, [a[0] for a in args], -1, node.attrs, dest))
+        meta[dest] = t
+        free.extend(r for r in owned if r != dest)
+        return dest, t, True
+
+    result, _, _ = visit(parse_expr(expr))
+    base = n[0]  # constants go after the temporaries: register base + k for constant k
+
+    def fix(r):
+        return base + (-r - 1) if r < 0 else r
+    steps = tuple((fn, tuple(fix(r) for r in args), out, attrs, dest) for fn, args, out, attrs, dest in steps)
+    return steps, base + len(consts), tuple(consts), result
+
+
+def _run_program(xs, expr):
+    """The chain through NumPy on a program of in-place ufuncs (see `_program`): n ops allocate about
+    as many arrays as the chain holds at once, and the values equal the unfused path bit for bit."""
+    steps, n_regs, consts, result = _program(expr, tuple((x.shape, x.dtype.name) for x in xs))
+    regs = [*xs, *([None] * (n_regs - len(xs) - len(consts))), *consts]
+    for fn, args, out, attrs, dest in steps:
+        if out >= 0:
+            regs[dest] = fn(*[regs[a] for a in args], out=regs[out])
+        elif attrs:
+            regs[dest] = fn(np, *[regs[a] for a in args], **attrs)
+        else:
+            regs[dest] = fn(np, *[regs[a] for a in args])
+    return regs[result]
 
 
 _NE = {"add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})", "divide": "({0} / {1})",
@@ -239,8 +313,11 @@ def _fused_kernel(xp, xs, expr):
     node = parse_expr(expr)
     shape = np.broadcast_shapes(*(x.shape for x in xs))
     size = math.prod(shape)
-    if xp is not np:
-        return xp.asarray(_evaluate(xp, node, list(xs)))
+    if xp is not np:  # CuPy: one generated ElementwiseKernel launch (ir/ops/fused_cuda.py), else op by op
+        from .fused_cuda import run
+
+        out = run(xp, xs, expr)
+        return out if out is not None else xp.asarray(_evaluate(xp, node, list(xs)))
     if size < SMALL or not shape:
         out = np.asarray(_evaluate(xp, node, list(xs)))
         # always a buffer of its own (as ir.reuse's FRESH ops), never a view of an input
@@ -253,8 +330,9 @@ def _fused_kernel(xp, xs, expr):
         numexpr.evaluate(text, local_dict={**{f"x{i}": x for i, x in enumerate(xs)}, **consts}, out=out,
                          casting="same_kind")
         return out
-    out, owned = _inplace(node, list(xs))
-    return np.asarray(out) if owned else np.array(out)
+    out = np.asarray(_run_program(xs, expr))
+    # a kernel may hand back (a view of) an input: a fused result is always a buffer of its own
+    return np.array(out) if any(np.may_share_memory(out, x) for x in xs) else out
 
 
 @functools.lru_cache(maxsize=4096)
