@@ -46,7 +46,7 @@ class device:  # noqa: N801 - torch's spelling
         if index is not None and (isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0):
             raise DeviceError(f"the device index must be an int >= 0, got {index!r}")
         if kind == "cpu" and index not in (None, 0):
-            raise DeviceError(f"the CPU has no index {index}")
+            raise DeviceError(f"invalid device {type!r} with index {index}: the CPU has no index")
         self.type, self.index = kind, None if index is None or kind == "cpu" else int(index)
 
     def __str__(self) -> str:
