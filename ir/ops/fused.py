@@ -5,12 +5,14 @@ own names: inputs are `x0, x1, ...`, scalar constants `const(0.5, "float32")`, a
 
     R.fused((x, y), expr='multiply(nn.relu(x0), add(x1, const(1.0, "float32")))')
 
-Each sub-op keeps its own inference (so errors name it) and its own kernel. On NumPy a chain runs
-through NumPy's own ufuncs, each writing into a temporary the chain already owns (`out=`), so n ops
-allocate about one array and the values equal the unfused path bit for bit. Where numexpr is installed
-(the `fast` extra) and runs more than one thread, a chain of arithmetic, comparisons and where is one
-numexpr pass; numexpr's own exp/tanh/log (scalar libm without Intel's VML) measured about 5x slower
-than NumPy's SIMD loops here, so chains with those stay on NumPy. On CuPy the ops run one by one.
+Each sub-op keeps its own inference (so errors name it) and its own kernel. On NumPy a chain runs as
+a program made once per input signature (`_program`): NumPy's own ufuncs, heaviest argument first,
+each writing through `out=` into a temporary the chain owns and no longer needs, so n ops allocate as
+many arrays as the chain holds at once (two for tanh-GELU's VJP) and the values equal the unfused
+path bit for bit. Where numexpr is installed (the `fast` extra) and runs more than one thread, a chain
+of arithmetic, comparisons and where is one numexpr pass; numexpr's own exp/tanh/log (scalar libm
+without Intel's VML) measured about 5x slower than NumPy's SIMD loops here, so chains with those stay
+on NumPy. On CuPy see `_fused_kernel`.
 `ir.transform.FuseElementwise` makes these bindings; nothing else needs to know about them.
 """
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import ast
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,7 +32,7 @@ try:  # optional: the `fast` extra
 except ImportError:  # pragma: no cover - depends on the environment
     numexpr = None
 
-# Results below this many elements go op by op through the kernels (in-place bookkeeping costs more than it saves).
+# numexpr runs a chain only from this many elements on (below, its threads cost more than they share)
 SMALL = 1 << 15
 
 
@@ -189,9 +192,19 @@ def _need(node) -> int:
     return max([1] + [n + i for i, n in enumerate(needs)])
 
 
+class _Program(NamedTuple):
+    steps: tuple | None  # None: a 0-d chain, evaluated op by op
+    n_registers: int
+    constants: tuple
+    result: int
+    shape: tuple
+    numexpr: tuple | None  # (text, constants) where numexpr can run the whole chain
+    dtype: str
+
+
 @functools.lru_cache(maxsize=4096)
-def _program(expr: str, inputs: tuple):
-    """(steps, n_registers, constants, result register) for the chain on inputs of these (shape, dtype).
+def _program(expr: str, inputs: tuple) -> _Program:
+    """How to run the chain on inputs of these (shape, NumPy dtype), made once per signature.
 
     Registers 0..n-1 hold the inputs, then the scalar constants, then temporaries the chain owns.
     A step is (callable, argument registers, out register or -1, attrs, destination register): a
@@ -199,7 +212,14 @@ def _program(expr: str, inputs: tuple):
     dtype) through `out=`, everything else calls the sub-op's kernel into a new temporary. Arguments
     are evaluated heaviest first, so the chain holds as few temporaries as a tree allows; the order of
     evaluation changes no value (each sub-op is the same ufunc or kernel as unfused)."""
-    types = [TensorType(shape, dtype) for shape, dtype in inputs]
+    types = [TensorType(shape, np.dtype(dtype).name) for shape, dtype in inputs]
+    shape = np.broadcast_shapes(*(t.shape for t in types))
+    ne = None
+    if math.prod(shape) >= SMALL and all(t.dtype in _NE_DTYPES for t in types):
+        ne = _numexpr_plan(expr)
+    dtype = _types(parse_expr(expr), types).dtype
+    if not shape:
+        return _Program(None, 0, (), 0, shape, ne, dtype)
     consts: list = []
     steps: list = []
     meta: dict[int, TensorType] = {}  # temporary register -> its type
@@ -227,7 +247,7 @@ def _program(expr: str, inputs: tuple):
             ufunc = _COMPARE_OPS.get(node.op)
         owned = [a[0] for a in args if a[2]]
         out = -1
-        if ufunc is not None:
+        if ufunc is not None and t.shape:  # a 0-d result may be a NumPy scalar: never an `out=`
             out = next((r for r in owned if meta[r] == t), -1)
             if out < 0:
                 out = next((r for r in free if meta[r] == t), -1)
@@ -254,22 +274,21 @@ def _program(expr: str, inputs: tuple):
     def fix(r):
         return base + (-r - 1) if r < 0 else r
     steps = tuple((fn, tuple(fix(r) for r in args), out, attrs, dest) for fn, args, out, attrs, dest in steps)
-    return steps, base + len(consts), tuple(consts), result
+    return _Program(steps, base + len(consts), tuple(consts), result, shape, ne, dtype)
 
 
-def _run_program(xs, expr):
+def _run_program(prog: _Program, xs):
     """The chain through NumPy on a program of in-place ufuncs (see `_program`): n ops allocate about
     as many arrays as the chain holds at once, and the values equal the unfused path bit for bit."""
-    steps, n_regs, consts, result = _program(expr, tuple((x.shape, x.dtype.name) for x in xs))
-    regs = [*xs, *([None] * (n_regs - len(xs) - len(consts))), *consts]
-    for fn, args, out, attrs, dest in steps:
+    regs = [*xs, *([None] * (prog.n_registers - len(xs) - len(prog.constants))), *prog.constants]
+    for fn, args, out, attrs, dest in prog.steps:
         if out >= 0:
             regs[dest] = fn(*[regs[a] for a in args], out=regs[out])
         elif attrs:
             regs[dest] = fn(np, *[regs[a] for a in args], **attrs)
         else:
             regs[dest] = fn(np, *[regs[a] for a in args])
-    return regs[result]
+    return regs[prog.result]
 
 
 _NE = {"add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})", "divide": "({0} / {1})",
@@ -311,33 +330,21 @@ def _numexpr_plan(expr: str):
 
 def _fused_kernel(xp, xs, expr):
     node = parse_expr(expr)
-    shape = np.broadcast_shapes(*(x.shape for x in xs))
-    size = math.prod(shape)
-    if xp is not np:  # CuPy: one generated ElementwiseKernel launch (ir/ops/fused_cuda.py), else op by op
-        from .fused_cuda import run
-
-        out = run(xp, xs, expr)
-        return out if out is not None else xp.asarray(_evaluate(xp, node, list(xs)))
-    if size < SMALL or not shape:
+    if xp is not np:
+        return xp.asarray(_evaluate(xp, node, list(xs)))
+    prog = _program(expr, tuple([(x.shape, x.dtype) for x in xs]))  # dtype.name costs 10 us: not per call
+    if prog.steps is None:  # 0-d: kernels may give NumPy scalars
         out = np.asarray(_evaluate(xp, node, list(xs)))
-        # always a buffer of its own (as ir.reuse's FRESH ops), never a view of an input
-        return out.copy() if any(np.may_share_memory(out, x) for x in xs) else out
-    plan = _numexpr_plan(expr) if all(x.dtype.name in _NE_DTYPES for x in xs) else None
-    if plan is not None and numexpr.get_num_threads() > 1:
-        dtype = _result_dtype(expr, tuple(x.dtype.name for x in xs))
-        text, consts = plan
-        out = np.empty(shape, dtype)
+    elif prog.numexpr is not None and numexpr.get_num_threads() > 1:
+        text, consts = prog.numexpr
+        out = np.empty(prog.shape, prog.dtype)
         numexpr.evaluate(text, local_dict={**{f"x{i}": x for i, x in enumerate(xs)}, **consts}, out=out,
                          casting="same_kind")
         return out
-    out = np.asarray(_run_program(xs, expr))
-    # a kernel may hand back (a view of) an input: a fused result is always a buffer of its own
-    return np.array(out) if any(np.may_share_memory(out, x) for x in xs) else out
-
-
-@functools.lru_cache(maxsize=4096)
-def _result_dtype(expr: str, dtypes: tuple) -> str:
-    return _types(parse_expr(expr), [TensorType((), d) for d in dtypes]).dtype
+    else:
+        out = np.asarray(_run_program(prog, xs))
+    # always a buffer of its own (as ir.reuse's FRESH ops), never (a view of) an input a kernel handed back
+    return out.copy() if any(np.may_share_memory(out, x) for x in xs) else out
 
 
 declare("fused", ("*tensors",), (Attr("expr", "str"),), infer=_infer, kernel=_fused_kernel, differentiable=False,

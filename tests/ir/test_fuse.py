@@ -191,3 +191,27 @@ def test_buffer_reuse_applies_to_fused_results_and_inputs():
     ex_off.reuse_buffers = False
     ex_off["main"](x, w)
     assert ex_off.stats.peak_bytes == 3 * tile
+
+
+GELU_VJP = ("multiply(x0, add(multiply(const(0.5, 'float32'), add(const(1.0, 'float32'), x1)), "
+            "multiply(multiply(const(0.5, 'float32'), x2), multiply(subtract(const(1.0, 'float32'), multiply(x1, x1)), "
+            "multiply(const(0.7978845834732056, 'float32'), add(const(1.0, 'float32'), "
+            "multiply(const(0.13414500653743744, 'float32'), x3)))))))")
+
+
+def test_program_holds_few_temporaries_and_equals_unfused_bit_for_bit():
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal((300, 257)).astype("float32") for _ in range(4)]
+    xs[2] = np.ascontiguousarray(xs[2].T).T  # a non-contiguous input
+    prog = fused_mod._program(GELU_VJP, tuple((x.shape, x.dtype) for x in xs))
+    temporaries = prog.n_registers - len(xs) - len(prog.constants)
+    assert temporaries == 2  # 13 sub-ops, heaviest argument first: two arrays held at once (unfused: one per op)
+    got = ir.get_op("fused").kernel(np, xs, GELU_VJP)
+    np.testing.assert_array_equal(got, fused_mod.evaluate_unfused(np, GELU_VJP, xs))
+    # broadcast and 0-d inputs, a comparison into a bool temporary, float64
+    ys = [rng.standard_normal((64, 33)), rng.standard_normal((33,)), np.asarray(0.25)]
+    expr = "where(less(multiply(x0, x2), x1), exp(add(x0, x1)), negative(multiply(x1, x2)))"
+    got = ir.get_op("fused").kernel(np, ys, expr)
+    assert got.dtype == np.float64 and got.shape == (64, 33)
+    np.testing.assert_array_equal(got, fused_mod.evaluate_unfused(np, expr, ys))
+    assert not any(np.may_share_memory(got, y) for y in ys)
