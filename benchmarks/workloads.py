@@ -72,9 +72,9 @@ def _torch_mlp_loss(torch, ws, xt, ht):
     return -(ht * torch.log_softmax(mlp_logits(ws, xt, torch.relu), dim=1)).sum(dim=1).mean()
 
 
-def mlp_torch(torch, params, x, one_hot, compiled=False):
-    ws = [torch.tensor(p.copy(), requires_grad=True) for p in params]
-    xt, ht = torch.tensor(x), torch.tensor(one_hot)
+def mlp_torch(torch, params, x, one_hot, compiled=False, device="cpu"):
+    ws = [torch.tensor(p.copy(), requires_grad=True, device=device) for p in params]
+    xt, ht = torch.tensor(x, device=device), torch.tensor(one_hot, device=device)
     opt = torch.optim.SGD(ws, lr=LR)
     fn = torch.compile(_torch_mlp_loss) if compiled else _torch_mlp_loss
 
@@ -132,14 +132,17 @@ def _gpt_batch(shape, seed=0):
     return ids[:, :-1].astype("int64"), ids[:, 1:].astype("int64")
 
 
-def gpt_tracegrad(shape):
-    """examples/train_gpt.py's GPT with tanh-GELU, cross-entropy, SGD."""
+def gpt_tracegrad(shape, device=None):
+    """examples/train_gpt.py's GPT with tanh-GELU, cross-entropy, SGD (on `device`: "cuda" moves model and batch)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
     from train_gpt import GPT
     model = GPT(shape["vocab"], shape["context"], shape["width"], shape["heads"], shape["layers"])
     for block in model.blocks:
         block.mlp[1].approximate = "tanh"
     x, y = _gpt_batch(shape)
+    if device is not None:
+        model.to(device)
+        x, y = tracer.tensor(x, device=device), tracer.tensor(y, device=device)
 
     def loss(x, y):
         logits = model(x)
@@ -147,7 +150,7 @@ def gpt_tracegrad(shape):
     return sgd_step(loss, model.parameters(), x, y)
 
 
-def gpt_torch(torch, shape, compiled=False, sdpa=False):
+def gpt_torch(torch, shape, compiled=False, sdpa=False, device="cpu"):
     """The same architecture in PyTorch (pre-LN blocks, causal attention, tanh-GELU MLP 4x), its own init."""
     tnn = torch.nn
     d, heads = shape["width"], shape["heads"]
@@ -166,7 +169,7 @@ def gpt_torch(torch, shape, compiled=False, sdpa=False):
                 a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
             else:
                 s = (q @ k.transpose(-1, -2)) / math.sqrt(d // heads)
-                mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+                mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
                 a = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1) @ v
             x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
             return x + self.mlp(self.ln2(x))
@@ -179,15 +182,15 @@ def gpt_torch(torch, shape, compiled=False, sdpa=False):
             self.ln, self.head = tnn.LayerNorm(d), tnn.Linear(d, shape["vocab"])
 
         def forward(self, idx, y):
-            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
             logits = self.head(self.ln(self.blocks(x)))
             return torch.nn.functional.cross_entropy(logits.reshape(-1, shape["vocab"]), y.reshape(-1))
 
     torch.manual_seed(0)
-    model = Model()
+    model = Model().to(device)
     fn = torch.compile(model) if compiled else model
     opt = torch.optim.SGD(model.parameters(), lr=LR)
-    x, y = (torch.tensor(a) for a in _gpt_batch(shape))
+    x, y = (torch.tensor(a, device=device) for a in _gpt_batch(shape))
 
     def step():
         opt.zero_grad(set_to_none=True)

@@ -8,6 +8,7 @@ import numpy as np
 
 import tracer
 from tracer import Tensor
+from tracer.tensor import array_module_of
 
 
 class Parameter(Tensor):
@@ -26,11 +27,12 @@ class Parameter(Tensor):
 
     def __init__(self, data, dtype=None, requires_grad: bool = True):
         if isinstance(data, Tensor):
-            data = data.numpy()
-        arr = np.array(data, dtype=dtype, copy=True)  # own the memory: updates happen in place
+            data = data.numpy() if data._var is not None else data._data
+        xp = array_module_of(data) if type(data).__module__.startswith("cupy") else np  # a GPU array stays there
+        arr = xp.array(data, dtype=dtype, copy=True)  # own the memory: updates happen in place
         if arr.dtype.kind != "f":
             arr = arr.astype("float32")
-        super().__init__(np.ascontiguousarray(arr))
+        super().__init__(xp.ascontiguousarray(arr))
         # a Parameter made inside a trace is still a weight (captured), never a baked-in constant
         self._in_trace = False
         self.requires_grad = bool(requires_grad)

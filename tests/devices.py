@@ -8,15 +8,15 @@ def flat(x):
     return list(x) if isinstance(x, tuple) else [x]
 
 
-def forward_on_both(case, cp):
-    """[(CPU output, device output)] of the traced row."""
+def forward_on_both(case, cp, device="cuda"):
+    """[(CPU output, device output)] of the traced row (device="cpu" with cp=numpy: the CPU against itself)."""
     mod = tracer.trace(lambda *xs: case.fn(*xs, **case.kwargs), *case.inputs)
     cpu = ir.Executor(mod)["main"](*case.inputs)
-    gpu = ir.Executor(mod, device="cuda", check_types=True)["main"](*[cp.asarray(a) for a in case.inputs])
+    gpu = ir.Executor(mod, device=device, check_types=True)["main"](*[cp.asarray(a) for a in case.inputs])
     return list(zip(flat(cpu), flat(gpu), strict=True))
 
 
-def gradients_on_both(case, cp):
+def gradients_on_both(case, cp, device="cuda"):
     """[(CPU gradient, device gradient)] of the sum of the row's outputs, in float64."""
     inputs = [a.astype("float64") if a.dtype.kind == "f" else a for a in case.inputs]
 
@@ -24,5 +24,5 @@ def gradients_on_both(case, cp):
         return sum(tracer.astype(o, "float64").sum() for o in flat(case.fn(*xs, **case.kwargs)))
     mod = ir.transform.cleanup()(autodiff.Gradient("main")(tracer.trace(loss, *inputs)))
     cpu = ir.Executor(mod)["main_adjoint"](*inputs)[1]
-    gpu = ir.Executor(mod, device="cuda", check_types=True)["main_adjoint"](*[cp.asarray(a) for a in inputs])[1]
+    gpu = ir.Executor(mod, device=device, check_types=True)["main_adjoint"](*[cp.asarray(a) for a in inputs])[1]
     return list(zip(cpu, gpu, strict=True))

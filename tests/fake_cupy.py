@@ -182,9 +182,18 @@ def module(devices: int = 1) -> types.ModuleType:
             raise CUDARuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")
         return devices
 
-    cp.asarray, cp.array, cp.asnumpy = asarray, asarray, asnumpy
+    def array(a, dtype=None, copy=True):
+        out = asarray(a, dtype)
+        return out.copy() if copy and out is a else out
+
+    cp.asarray, cp.array, cp.asnumpy = asarray, array, asnumpy
     cp.ElementwiseKernel = ElementwiseKernel
-    cp.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=get_device_count), Device=_Device)
+    cp.__version__ = "0+fake"
+    pool = _MemoryPool()
+    cp.get_default_memory_pool = lambda: pool
+    runtime = types.SimpleNamespace(getDeviceCount=get_device_count, runtimeGetVersion=lambda: 12000,
+                                    getDeviceProperties=lambda i: {"name": b"fake GPU (NumPy)", "totalGlobalMem": 0})
+    cp.cuda = types.SimpleNamespace(runtime=runtime, Device=_Device, set_allocator=pool.set_allocator)
 
     def __getattr__(name):
         value = getattr(np, name)
@@ -194,16 +203,42 @@ def module(devices: int = 1) -> types.ModuleType:
 
 
 class _Device:
-    """`with cupy.cuda.Device(i):` (one device: nothing to switch)."""
+    """`with cupy.cuda.Device(i):` (one device: nothing to switch); `.synchronize()` (nothing to wait for)."""
 
     def __init__(self, index=0):
         self.id = index
+
+    def synchronize(self):
+        COUNTS["synchronize"] += 1
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         return False
+
+
+class _MemoryPool:
+    """CuPy's default memory pool as far as benchmarks/gpu_check.py reads it: the fake allocates nothing on a
+    device, so every figure is 0."""
+
+    def __init__(self):
+        self.allocator = None
+
+    def used_bytes(self):
+        return 0
+
+    def total_bytes(self):
+        return 0
+
+    def free_all_blocks(self):
+        return None
+
+    def malloc(self, size):
+        return types.SimpleNamespace(size=size)
+
+    def set_allocator(self, fn=None):
+        self.allocator = fn
 
 
 def scatter_add(a, slices, value):
