@@ -263,3 +263,16 @@ def test_a_fused_step_on_the_device_launches_generated_kernels(cp):
     assert fake_cupy.COUNTS["kernel"] == adjoint_text.count("R.fused(") >= 2 and not fused_cuda.FAILED
     for g, c in zip(flat(got[1]) + [got[0]], flat(want[1]) + [want[0]], strict=True):
         np.testing.assert_allclose(g.get(), c, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- tests/test_cuda.py's own code, on the fake
+
+@pytest.mark.parametrize("name", ["test_dropout_mask_is_the_same_on_both_devices",
+                                  "test_value_and_grad_runs_a_training_step_on_the_gpu",
+                                  "test_tensors_models_and_optimizers_stay_on_the_gpu",
+                                  "test_generated_fused_kernels_match_numpy"])
+def test_the_real_gpu_tests_run_against_the_fake(cp, monkeypatch, name):
+    """So that a typo in a GPU-only test shows on a CPU, not in the scarce GPU minutes."""
+    from tests import test_cuda
+    monkeypatch.setattr(test_cuda, "cp", cp)
+    getattr(test_cuda, name)()
