@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from tracer import Tensor
+from tracer.tensor import array_module_of
 
 _generator = np.random.default_rng(0)  # fixed by default, as torch's is, so models are reproducible
 
@@ -34,6 +35,8 @@ def _fill(t, values):
     target = t._data if isinstance(t, Tensor) else t
     if target is None:
         raise TypeError("an initialiser needs a concrete tensor, not a traced one")
+    if type(target) is not np.ndarray:  # a GPU tensor: CuPy takes its own arrays only
+        values = array_module_of(target).asarray(values)
     target[...] = values
     return t
 

@@ -239,7 +239,8 @@ class Module:
             raise StateDictError(f"{type(self).__name__}.load_state_dict: " + " | ".join(problems))
         for k, p in params.items():
             if k in values:
-                p._data[...] = values[k]  # an int64 buffer (num_batches_tracked) keeps its dtype
+                # an int64 buffer (num_batches_tracked) keeps its dtype; a GPU one takes a device copy
+                p._data[...] = array_module_of(p._data).asarray(values[k])
         return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------ buffers

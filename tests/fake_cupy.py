@@ -112,6 +112,8 @@ class ndarray:  # CuPy's spelling
         return _wrap(self._a[_unwrap(key, allow_numpy=True)])
 
     def __setitem__(self, key, value):
+        if isinstance(value, np.ndarray) and value.ndim:  # CuPy reads a NumPy value as fill()'s scalar
+            raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
         self._a[_unwrap(key, allow_numpy=True)] = _unwrap(value, allow_numpy=True)
 
     def __len__(self):

@@ -276,3 +276,19 @@ def test_the_real_gpu_tests_run_against_the_fake(cp, monkeypatch, name):
     from tests import test_cuda
     monkeypatch.setattr(test_cuda, "cp", cp)
     getattr(test_cuda, name)()
+
+
+def test_state_dicts_copies_and_initialisers_write_into_gpu_tensors(cp):
+    nn.init.manual_seed(0)
+    host = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)) if hasattr(nn, "BatchNorm1d") else nn.Linear(3, 4)
+    gpu = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)) if hasattr(nn, "BatchNorm1d") else nn.Linear(3, 4)
+    gpu.to("cuda")
+    gpu.load_state_dict(host.state_dict())  # NumPy values into CuPy buffers (CuPy refuses `a[...] = ndarray`)
+    for (name, want), got in zip(host.state_dict().items(), gpu.state_dict().values(), strict=True):
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    w = gpu.parameters()[0]
+    nn.init.normal_(w)
+    w.copy_(tracer.ones(w.shape))  # a CPU source, as torch's copy_ across devices
+    assert _on_gpu(w._data) and w.numpy().tolist() == np.ones(w.shape).tolist()
+    p = nn.Parameter(tracer.ones(2, device="cuda"))
+    assert _on_gpu(p._data) and _on_gpu(nn.Parameter(cp.asarray(np.zeros(2)))._data)
