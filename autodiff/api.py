@@ -240,7 +240,7 @@ class _GradFunction:
         if self.memory_budget is not None:  # the planner writes its checkpoint regions into main
             source = plan_checkpoints(source, self.memory_budget, require_grads=require, target_index=0)
         mod = Gradient("main", require_grads=require, target_index=0)(source)
-        mod = ir.transform.cleanup()(mod)
+        mod = ir.transform.optimize()(ir.transform.cleanup()(mod))
         ir.verify(mod)
         return mod, slots
 

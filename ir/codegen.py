@@ -10,19 +10,22 @@ peak bytes it already knows (see `CompiledFunction.__call__`).
 >>> mod = tracer.trace(lambda x: tracer.exp(x).sum(), tracer.spec((2,)))
 >>> print(ir.Executor(mod)["main"].source, end="")
 def main(v0):
-    v1 = k1(xp, v0)
+    v1 = k1(v0)
     del v0
-    v2 = k2(xp, v1, **a2)
+    v2 = k2(v1)
     if type(v2) is not ndarray: v2 = asarray(v2)
     del v1
     return u(v2)
+
+On NumPy most kernels are specialized to their binding's types (ir.ops.specialize: here `np.exp` and
+`np.add.reduce` over axis 0) and take the arrays alone; the others are called as `k(xp, *arrays, **attrs)`.
 """
 from __future__ import annotations
 
 from .types import TensorType
 
 # instruction kinds, as the executor numbers them
-CALL, TUPLE, GETITEM, ALIAS = range(4)
+CALL, TUPLE, GETITEM, ALIAS, SPEC = range(5)
 
 
 def generate(compiled) -> tuple[str, object]:
@@ -38,7 +41,12 @@ def generate(compiled) -> tuple[str, object]:
         lines.append(f"    del {', '.join(f'v{s}' for s in compiled.dead_params)}")
     for i, ((kind, fn, args, attrs, out), frees) in enumerate(zip(compiled.instrs, compiled.frees, strict=True)):
         operands = ", ".join(f"v{a}" for a in args)
-        if kind == CALL:
+        if kind == SPEC:
+            reuse = compiled.reuse[i] if compiled.reuse else None
+            ns[f"k{out}"] = reuse[0] if reuse is not None else fn
+            into = f", out=v{reuse[1]}" if reuse is not None else ""
+            lines.append(f"    v{out} = k{out}({operands}{into})")
+        elif kind == CALL:
             call_args = ", ".join(["xp"] + [f"v{a}" for a in args])
             ns[f"k{out}"] = fn
             reuse = compiled.reuse[i] if compiled.reuse else None
@@ -57,7 +65,7 @@ def generate(compiled) -> tuple[str, object]:
         else:
             lines.append(f"    v{out} = v{args[0]}")
         var = compiled.bound_var.get(out)
-        if kind == CALL and (var is None or _maybe_scalar(var.type)):
+        if kind in (CALL, SPEC) and (var is None or _maybe_scalar(var.type)):
             lines.append(f"    if type(v{out}) is not ndarray: v{out} = asarray(v{out})")
         dead = [f"v{s}" for s in frees if s not in const_slots]
         if dead:

@@ -17,6 +17,7 @@ import numpy as np
 from .codegen import generate
 from .nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from .ops.registry import get_op
+from .ops.specialize import specialize
 from .reuse import plan_reuse
 from .types import IRError, TensorType, TupleType, Type
 
@@ -88,13 +89,13 @@ def _base(array):
     return array.base if array.base is not None else array
 
 
-# instruction kinds
-CALL, TUPLE, GETITEM, ALIAS = range(4)
+# instruction kinds; SPEC is a call of a kernel specialized to the binding's types (ir.ops.specialize)
+CALL, TUPLE, GETITEM, ALIAS, SPEC = range(5)
 
 
 class CompiledFunction:
     def __init__(self, fn: Function, name: str, xp, stats: Stats, check_types: bool = False,
-                 reuse_buffers: bool = True):
+                 reuse_buffers: bool = True, specialize_kernels: bool = True):
         self.name, self.xp, self.stats, self.fn = name, xp, stats, fn
         self.check_types = check_types
         # observer(values, mem): called once the arguments are held, then after each instruction's result
@@ -140,7 +141,11 @@ class CompiledFunction:
             if isinstance(v, Call):
                 op = get_op(v.op)
                 args = tuple(operand(a) for a in v.args)
-                instr = (CALL, op.kernel, args, v.attrs, len(slot))
+                fast = specialize(v, xp) if specialize_kernels else None
+                if fast is not None:
+                    instr = (SPEC, fast, args, None, len(slot))
+                else:
+                    instr = (CALL, op.kernel, args, v.attrs, len(slot))
                 counts[v.op] += 1
             elif isinstance(v, Tuple):
                 instr = (TUPLE, None, tuple(operand(f) for f in v.fields), None, len(slot))
@@ -268,10 +273,12 @@ class CompiledFunction:
         ndarray = xp.ndarray
         reuse = self.reuse
         for i, ((kind, fn, args, attrs, out), frees) in enumerate(zip(self.instrs, self.frees, strict=True)):
-            if kind == CALL:
+            if kind == CALL or kind == SPEC:
                 into = reuse[i] if reuse else None
                 if into is not None:
                     r = into[0](*[values[a] for a in args], out=values[into[1]])
+                elif kind == SPEC:
+                    r = fn(*[values[a] for a in args])
                 else:
                     r = fn(xp, *[values[a] for a in args], **attrs)
                 if type(r) is not ndarray and not isinstance(r, tuple):
@@ -407,6 +414,7 @@ class Executor:
     """
 
     reuse_buffers = True  # set False before compiling a function to give every result a new buffer
+    specialize_kernels = True  # set False to run every op through its generic kernel (ir.ops.specialize)
 
     def __init__(self, mod: IRModule, device: str = "cpu", check_types: bool = False):
         self.mod = mod
@@ -419,7 +427,7 @@ class Executor:
     def __getitem__(self, name: str) -> CompiledFunction:
         if name not in self._compiled:
             self._compiled[name] = CompiledFunction(self.mod[name], name, self.xp, self.stats, self.check_types,
-                                                    self.reuse_buffers)
+                                                    self.reuse_buffers, self.specialize_kernels)
         return self._compiled[name]
 
 

@@ -2,6 +2,7 @@
 from .base import FunctionPass, Pass, Sequential
 from .cse import CommonSubexpressionElimination
 from .dce import DeadCodeElimination
+from .fold import FoldConstants
 from .fuse import FuseElementwise
 from .layout import LayoutLowering
 from .simplify import Simplify
@@ -16,5 +17,12 @@ def cleanup() -> Sequential:
                        DeadCodeElimination(), FuseElementwise()])
 
 
-__all__ = ["CommonSubexpressionElimination", "DeadCodeElimination", "FunctionPass", "FuseElementwise",
-           "LayoutLowering", "Pass", "Sequential", "Simplify", "Unfuse", "cleanup"]
+def optimize() -> Sequential:
+    """What a compiled step runs on top of cleanup(): fold scalar constants and the broadcasts that
+    elementwise ops make themselves (FoldConstants), then drop what that left dead. cleanup() alone keeps
+    the adjoint as Relax's Gradient pass documents it."""
+    return Sequential([FoldConstants(), DeadCodeElimination()])
+
+
+__all__ = ["CommonSubexpressionElimination", "DeadCodeElimination", "FoldConstants", "FunctionPass",
+           "FuseElementwise", "LayoutLowering", "Pass", "Sequential", "Simplify", "Unfuse", "cleanup", "optimize"]

@@ -27,7 +27,8 @@ def test_grad_inside_a_trace_records_the_adjoint_inline():
     mod = tracer.trace(derivative(lambda y: tracer.tanh(y) * y), tracer.spec((3,), "float64"))
     ir.verify(mod)
     ops = [b.value.op for b in mod["main"].bindings if isinstance(b.value, ir.Call)]
-    assert ops.count("tanh") == 1 and "ones" in ops  # the forward once, then its backward
+    # the forward once (one tanh, one multiply), then its backward (the product rule's multiplies)
+    assert ops.count("tanh") == 1 and ops.count("multiply") >= 3
     x = np.array([0.5, -0.1, 1.5])
     t = np.tanh(x)
     np.testing.assert_allclose(ir.Executor(mod)["main"](x), t + x * (1 - t * t), rtol=1e-12)
