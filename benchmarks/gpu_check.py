@@ -6,8 +6,9 @@ leaves the report of the parts that finished):
     pip install cupy-cuda12x torch
     python benchmarks/gpu_check.py --out gpu_check.json
 
-Parts, each in its own try/except with a time budget (a part past its budget stops between units and says
-`"truncated": true`; an exception is recorded with its traceback and the next part runs):
+Parts (they run in the order of PARTS below, the fastest first), each in its own try/except with a time
+budget (a part past its budget stops between units and says `"truncated": true`; an exception is recorded
+with its traceback and the next part runs):
 
 1. environment: Python, NumPy, CuPy and CUDA versions, the GPU's name and memory, torch and its CUDA;
 2. op_cases: every row of the op-case table (tests/cases), forward and gradient, on the device against NumPy
@@ -56,9 +57,10 @@ import tracer  # noqa: E402
 from nn import functional as F  # noqa: E402
 from nn import optim  # noqa: E402
 
-# (part, budget in seconds on the GPU); the sum leaves room under 4 minutes for start-up and the CUDA kernel cache
-PARTS = (("environment", 10), ("op_cases", 50), ("pytest", 55), ("training", 35), ("checkpoint_memory", 20),
-         ("step_speed", 65))
+# (part, budget in seconds on the GPU), in the order they run: the fastest first (estimates; each part's first
+# CUDA kernels compile then), so a timeout leaves the most figures. The sum leaves room under 4 minutes.
+PARTS = (("environment", 10), ("checkpoint_memory", 20), ("training", 35), ("step_speed", 65), ("op_cases", 50),
+         ("pytest", 55))
 TARGET_RATIO = 1.2  # issue 14: a tracegrad step at most 1.2x PyTorch eager's
 
 
