@@ -6,21 +6,28 @@ person placed. Each candidate is differentiated and cleaned up as the real step 
 is worked out by `ir.memory.estimate_peak_bytes`, which replays the executor's freeing rules on the
 types (milliseconds, no arrays). The chosen plan is then run once on the executor (on zeros of the
 parameters' types; bytes depend only on shapes and dtypes): its exact `stats.peak_bytes` is what is
-compared with the budget, and where the estimate was low the search runs again below it.
+compared with the budget, and where the estimate was low the search runs again below it; a
+candidate whose estimate is just above the budget (within 0.5%) is run for its exact peak too.
 
 The search works on any graph, not only chains:
 
-1. Cut the binding order into segments where few bytes cross from one binding to the next (local
-   minima of the crossing bytes: block boundaries of a residual net or a transformer, every op of a
-   plain chain).
-2. Candidates: the first k groups of g consecutive segments become regions. Regions at the start are
-   the ones to choose: their backward runs last, after the later activations are freed, so their
-   recomputation lands where memory is lowest; larger groups keep fewer boundaries but recompute more
-   at once. For g in 1, 2, 3, 4, 6, 8, 12, ... bisection finds the smallest k that fits; every group,
-   and every group but the last (as `checkpoint_sequential`), are tried too, for small g also with the
-   groups starting one to g - 1 segments later (so that they can line up with the model's blocks).
+1. Units, two lists of binding ranges: the segments, cut where few bytes cross from one binding to the
+   next (local minima of the crossing bytes; every op of a plain chain), and the model's repeated
+   blocks, found as the longest run of bindings that repeats with a period (the same ops on the same
+   types) and cut where the fewest bytes cross (a transformer's or a residual net's blocks, exactly
+   where a person would put `tracer.checkpoint`; empty for a graph that does not repeat).
+2. Chains of candidates: per list and group size g (1, 2, 3, 4, 6, 8, 12, 16), the groups of g units,
+   for small g also from a later unit on; a candidate is the first k groups of a chain. Regions at the
+   start are the ones to choose: their backward runs last, after the later activations are freed, so
+   their recomputation lands where memory is lowest; larger groups keep fewer boundaries but recompute
+   more at once. Per chain, bisection finds the smallest k that fits (the longest prefix but one is
+   tried where the longest does not: a last region around the loss only adds recomputation). The
+   prefixes are nested, so recomputation grows with k: a chain is left as soon as a prefix that does
+   not fit recomputes as much as the best plan so far, and the best plan's extent is the first guess.
 3. Take the fitting candidate with the least recomputation (FLOPs estimated from shapes per op, summed
-   over the bindings the Gradient pass marks as recomputed), the lower peak breaking ties.
+   over the bindings the Gradient pass marks as recomputed), the lower peak breaking ties. Where the
+   blocks are found, every block, segments of g blocks and `checkpoint_sequential`'s all-but-the-last
+   are among the candidates, so the planner reaches the peaks of those hand-placed plans.
 
 Why this and not Checkmate's integer program or a dynamic program on chains: it needs no solver, it
 handles branching graphs (the regions are intervals of the topological order, which is all the markers
@@ -39,7 +46,7 @@ import ir
 from ir import Block, Call, Function, IRModule, Var, free_vars, substitute
 from ir.memory import estimate_peak_bytes, format_bytes, type_bytes, zeros_for
 from ir.nodes import role_of
-from tracer.trace import _insert_checkpoint_markers
+from tracer.trace import insert_checkpoint_markers
 
 from .gradient import Gradient
 
@@ -147,45 +154,86 @@ class _Search:
         self.cache: dict[tuple, Plan] = {}
         self.steps: dict[tuple, IRModule] = {}
         self.measured: dict[tuple, int] = {}
+        self.count = 0  # candidates differentiated
+        self._chains: list | None = None
 
     def best_under(self, limit: int) -> Plan | None:
-        """The plan with the least recomputation whose estimated peak is at most limit (None: none found).
+        """The plan with the least recomputation whose peak is at most limit (None: none found).
 
-        Candidates: the first k groups of g consecutive segments become regions, the rest is kept as
-        it is. Regions at the start are the right ones to choose: their backward runs last, when the
-        later activations are already freed, so their recomputation adds to the smallest total. For
-        each g, the smallest fitting k is found by bisection.
+        Candidates are chains of prefixes: over a list of units (the segments, cut where few bytes
+        cross, and the model's repeated blocks, see `blocks`), groups of g consecutive units from unit
+        `offset` on, and the first k of them as regions. Regions at the start are the right ones to
+        choose: their backward runs last, when the later activations are already freed, so their
+        recomputation adds to the smallest total. Per chain the smallest fitting k is found by
+        bisection; the prefixes are nested, so the recomputation grows with k and a chain is left as
+        soon as a prefix that does not fit already recomputes as much as the best plan so far. The
+        longest prefix but one is tried where the longest does not fit (every group but the last, as
+        `checkpoint_sequential`: a last region around the loss only adds its recomputation).
         """
         none = self.measure(())
         if none.peak_bytes <= limit:
             return none
-        segments = self.segments()
-        fits = []
-        sizes = sorted({g for g in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32) if g <= len(segments)})
-        for g in sizes:
-            groups = _groups(segments, g, 0)
-            # small groups may sit across the model's own blocks (a transformer block is two segments, after
-            # some embedding segments): also every group from a later start, and every one but the last
-            for offset in range(g if g <= 4 else 1):
-                shifted = _groups(segments, g, offset)
-                for regions in (shifted, shifted[:-1]) if len(shifted) > 1 else (shifted,):
-                    plan = self.measure(tuple(regions))
-                    if plan.peak_bytes <= limit:
-                        fits.append(plan)
-            if self.measure(tuple(groups)).peak_bytes > limit:
+        best: Plan | None = None
+        for groups in self.chains():
+            n = len(groups)
+            # the best plan's extent is a good first guess for this chain; else its longest prefixes
+            guess = next((k for k in range(1, n + 1) if groups[k - 1][1] >= best.regions[-1][1]), n) if best else n
+            hi = None
+            for k in dict.fromkeys(k for k in (guess, n, n - 1) if k >= 1):
+                if self.fits(groups[:k], limit):
+                    hi = k
+                    break
+                if k == guess < n - 1 and best and self.flops(groups[:k]) >= best.recompute_flops:
+                    break  # the prefixes that fit are longer and recompute more
+            if hi is None:
                 continue
-            lo, hi = 1, len(groups)
+            lo, probe = 1, hi - 1  # the smallest k that fits, trying the one just below first
             while lo < hi:
-                mid = (lo + hi) // 2
-                lo, hi = (lo, mid) if self.measure(tuple(groups[:mid])).peak_bytes <= limit else (mid + 1, hi)
-            fits.append(self.measure(tuple(groups[:lo])))
-        return min(fits, key=lambda p: (p.recompute_flops, p.peak_bytes)) if fits else None
+                mid = probe if lo <= probe < hi else (lo + hi) // 2
+                probe = 0
+                if self.fits(groups[:mid], limit):
+                    hi = mid
+                elif best and self.flops(groups[:mid]) >= best.recompute_flops:
+                    break  # the prefixes are nested: the longer ones that fit recompute even more
+                else:
+                    lo = mid + 1
+            if lo < hi:
+                continue
+            plan = self.measure(tuple(groups[:lo]))
+            if best is None or (plan.recompute_flops, plan.peak_bytes) < (best.recompute_flops, best.peak_bytes):
+                best = plan
+        return best
+
+    def chains(self) -> list[list[tuple[int, int]]]:
+        """The candidate chains (see `best_under`): per list of units and group size g, the groups of g
+        units from unit 0 on, and for g <= 3 also from units 1 .. g - 1 on (to line up with blocks)."""
+        if self._chains is None:
+            self._chains = []
+            for units in (self.blocks(), self.segments()):
+                for g in (g for g in _SIZES if g <= len(units)):
+                    for offset in range(g if g <= 3 else 1):
+                        groups = _groups(units, g, offset)
+                        if groups and groups not in self._chains:
+                            self._chains.append(groups)
+        return self._chains
+
+    def fits(self, regions: list[tuple[int, int]], limit: int) -> bool:
+        """Whether the plan's peak is at most limit: its estimate, or where the estimate is just above
+        (within 0.5%), its exact peak from a run."""
+        plan = self.measure(tuple(regions))
+        if plan.peak_bytes > limit and tuple(regions) not in self.measured and plan.peak_bytes <= limit * 1.005:
+            self.verify(plan)
+        return plan.peak_bytes <= limit
+
+    def flops(self, regions: list[tuple[int, int]]) -> int:
+        return self.measure(tuple(regions)).recompute_flops
 
     def measure(self, regions: tuple[tuple[int, int], ...]) -> Plan:
         hit = self.cache.get(regions)
         if hit is None:
+            self.count += 1
             fn = self.fn
-            bindings, body = _insert_checkpoint_markers(list(fn.bindings), list(regions), fn.body)
+            bindings, body = insert_checkpoint_markers(list(fn.bindings), list(regions), fn.body)
             planned = self.mod.with_function(self.func_name, Function(fn.params, [Block(bindings)], body, fn.attrs))
             step = Gradient(self.func_name, self.require_grads, self.target_index)(planned)
             step = ir.transform.cleanup()(step)
@@ -216,11 +264,41 @@ class _Search:
         bounds = [0] + cuts + [n]
         segments = [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
         flops = [sum(op_flops(bd.value) for bd in self.bindings[a:b]) for a, b in segments]
-        while len(segments) > 48:  # merge the cheapest neighbours: each candidate costs a Gradient pass
+        while len(segments) > _MAX_UNITS:  # merge the cheapest neighbours: each candidate costs a Gradient pass
             i = min(range(len(segments) - 1), key=lambda i: flops[i] + flops[i + 1])
             segments[i:i + 2] = [(segments[i][0], segments[i + 1][1])]
             flops[i:i + 2] = [flops[i] + flops[i + 1]]
         return segments
+
+    def blocks(self) -> list[tuple[int, int]]:
+        """The model's repeated blocks as binding ranges: the longest run of bindings that repeats with a
+        period P (the same ops on the same types: a transformer's or a residual net's blocks), cut into
+        periods where the fewest bytes cross. Empty when nothing repeats over a quarter of the function."""
+        n = len(self.bindings)
+        ids: dict = {}
+        sig = np.array([ids.setdefault((type(b.value).__name__, getattr(b.value, "op", None),
+                                        getattr(b.value, "index", None), str(b.var.type)), len(ids))
+                        for b in self.bindings], dtype=np.int64)
+        best = (0, 0, 0, 0)  # covered bindings, -P, start, end
+        for period in range(1, n // 2 + 1):
+            same = np.concatenate(([False], sig[:-period] == sig[period:], [False])).astype(np.int8)
+            edges = np.flatnonzero(np.diff(same))
+            if not len(edges):
+                continue
+            lengths = edges[1::2] - edges[::2]
+            i = int(np.argmax(lengths))
+            start, end = int(edges[2 * i]), int(edges[2 * i + 1]) + period
+            covered = (end - start) // period * period
+            if covered >= 2 * period and (covered, -period) > best[:2]:
+                best = (covered, -period, start, end)
+        covered, period, start, end = best[0], -best[1], best[2], best[3]
+        if covered * 4 < n:
+            return []
+        crossing = self._crossing()
+        phases = [(max(crossing[c] for c in range(start + phase, end + 1, period)), phase) for phase in range(period)]
+        phase = min(phases)[1]
+        first = start + phase
+        return [(a, a + period) for a in range(first, end - period + 1, period)]
 
     def _crossing(self) -> list[int]:
         """crossing[p]: bytes of values made before binding p (or, for parameters, first read before it)
@@ -250,6 +328,10 @@ class _Search:
             run += delta[p]
             crossing.append(run)
         return crossing
+
+
+_SIZES = (1, 2, 3, 4, 6, 8, 12, 16)  # regions of g units each
+_MAX_UNITS = 48
 
 
 def _groups(segments: list[tuple[int, int]], g: int, offset: int) -> list[tuple[int, int]]:
