@@ -29,6 +29,7 @@ Without a GPU: `--device cpu --small` runs every part on NumPy against itself (t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -139,6 +140,20 @@ def _compare(ctx, pairs, rtol, atol) -> tuple[bool, float]:
     return ok, worst
 
 
+@contextlib.contextmanager
+def _small_chains_fused(on: bool):
+    """Fuse the op rows' small chains too (FuseElementwise leaves chains under MIN_ELEMENTS unfused)."""
+    from ir.transform import fuse
+    previous = getattr(fuse, "MIN_ELEMENTS", None)
+    if on and previous is not None:
+        fuse.MIN_ELEMENTS = 0
+    try:
+        yield
+    finally:
+        if previous is not None:
+            fuse.MIN_ELEMENTS = previous
+
+
 def op_cases(ctx: Context, deadline: float) -> dict:
     from ir.ops import fused_cuda
     from ir.transform.fuse import fusion
@@ -150,6 +165,7 @@ def op_cases(ctx: Context, deadline: float) -> dict:
     checks = [("forward", forward_on_both, 1e-4, 1e-5, False), ("gradient", gradients_on_both, 1e-7, 1e-9, False),
               ("fused_gradient", gradients_on_both, 1e-7, 1e-9, True)]
     counts = {kind: {"passed": 0, "failed": 0} for kind, *_ in checks}
+    kernels_before = fused_cuda._kernel.cache_info().currsize
     failures, truncated = [], False
     for kind, check, rtol, atol, fused in checks:  # all forwards, all gradients, then fused: the cheap ones first
         for case in cases:
@@ -159,7 +175,7 @@ def op_cases(ctx: Context, deadline: float) -> dict:
             if kind != "forward" and not case.grad:
                 continue
             try:
-                with fusion(fused):
+                with fusion(fused), _small_chains_fused(fused):
                     ok, worst = _compare(ctx, check(case, ctx.xp, ctx.device), rtol, atol)
                 error = None
             except Exception as e:  # a kernel that fails on the device: recorded, the others still run
@@ -168,6 +184,7 @@ def op_cases(ctx: Context, deadline: float) -> dict:
             if not ok:
                 failures.append({"case": case.name, "check": kind, "max_abs_err": worst, "error": error})
     return {"cases": len(cases), **counts, "failures": failures[:300], "truncated": truncated,
+            "fused_kernels_built": fused_cuda._kernel.cache_info().currsize - kernels_before,
             "fused_kernels_failed": {f"{e} {d}": why for (e, d), why in fused_cuda.FAILED.items()}}
 
 

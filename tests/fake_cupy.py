@@ -21,10 +21,12 @@ import collections
 import operator
 import re
 import types
+import weakref
 
 import numpy as np
 
 COUNTS: collections.Counter = collections.Counter()
+_LIVE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id(NumPy array) -> its device array
 
 
 class CUDARuntimeError(RuntimeError):
@@ -43,7 +45,8 @@ def _unwrap(x, allow_numpy=False):
 
 def _wrap(x):
     if isinstance(x, np.ndarray):
-        return ndarray(x)
+        known = _LIVE.get(id(x))  # the same device array comes back as the same object (ufuncs with out=)
+        return known if known is not None and known._a is x else ndarray(x)
     if isinstance(x, np.generic):  # CuPy's reductions give 0-d arrays, not scalars
         return ndarray(np.asarray(x))
     if isinstance(x, (tuple, list)):
@@ -79,13 +82,21 @@ class _Namespace:
 
 class ndarray:  # CuPy's spelling
     __module__ = "cupy"
-    __slots__ = ("_a",)
+    __slots__ = ("_a", "__weakref__")
     __hash__ = None
 
     def __init__(self, a: np.ndarray):
         self._a = a
+        _LIVE[id(a)] = self
 
-    base = property(lambda self: None)  # each wrapper owns its buffer, as far as the executor can tell
+    @property
+    def base(self):
+        """The array whose memory a view shares (None for an owner), one object per buffer, as in CuPy."""
+        b = self._a.base
+        if not isinstance(b, np.ndarray):
+            return None
+        known = _LIVE.get(id(b))
+        return known if known is not None and known._a is b else ndarray(b)
 
     def get(self) -> np.ndarray:
         COUNTS["get"] += 1

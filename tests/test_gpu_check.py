@@ -24,6 +24,7 @@ def test_every_part_runs_on_the_fake_cupy_and_lands_in_the_report(monkeypatch, t
     cases = parts["op_cases"]
     assert cases["forward"]["passed"] == cases["cases"] > 5 and not cases["failures"]
     assert cases["fused_gradient"]["passed"] == cases["gradient"]["passed"] > 0 and not cases["fused_kernels_failed"]
+    assert cases["fused_kernels_built"] > 0  # the fused pass ran generated kernels (on the fake: as Python)
     assert parts["pytest"]["tests"] > 0 and parts["pytest"]["summary"]
     for name in ("digits_cnn", "sorting_gpt"):
         run = parts["training"][name]
@@ -33,6 +34,7 @@ def test_every_part_runs_on_the_fake_cupy_and_lands_in_the_report(monkeypatch, t
     assert set(memory) == {"none", "every", "segments"}
     assert memory["every"]["executor_peak_bytes"] < memory["none"]["executor_peak_bytes"]
     assert all(v["pool_used_bytes_peak"] == 0 for v in memory.values())  # the fake's pool allocates nothing
+    assert all(v["peak_bytes_same_as_cpu"] for v in memory.values())  # views share their base, as CuPy's
     speed = parts["step_speed"]["workloads"]
     assert len(speed) == 2 and all(row["tracegrad"]["step_ms"] > 0 and row["tracegrad fused"]["step_ms"] > 0
                                    for row in speed.values())
