@@ -184,6 +184,8 @@ class Tensor:
         return self._data
 
     def numpy(self) -> np.ndarray:
+        """The values as a NumPy array: a CPU tensor's own memory (shared, as torch's), a GPU tensor's values
+        copied to the host (torch raises there and asks for `.cpu().numpy()`; both spellings work here)."""
         data = self._concrete("numpy()")
         return data if isinstance(data, np.ndarray) else data.get()
 
