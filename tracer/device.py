@@ -115,6 +115,8 @@ def check_same_device(op_name: str, arrays) -> None:
     host indices of `take` (x[[0, 2]], Embedding), as torch's indexing takes CPU indices; the caller moves
     them."""
     index = _HOST_INDEX.get(op_name)
+    if not any(type(a) is np.ndarray and a.ndim and k != index for k, a in enumerate(arrays)):
+        return  # the common case, all on the GPU: nothing to look up (CuPy checks its own devices)
     devices = {str(device_of(a)): None for k, a in enumerate(arrays)
                if not (isinstance(a, np.ndarray) and (a.ndim == 0 or k == index))}
     if len(devices) > 1:
