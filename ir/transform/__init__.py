@@ -5,6 +5,7 @@ from .dce import DeadCodeElimination
 from .fold import FoldConstants
 from .fuse import FuseElementwise
 from .layout import LayoutLowering
+from .lower import BatchedWeightGradients, SliceGradientsToConcat
 from .simplify import Simplify
 from .unfuse import Unfuse
 
@@ -19,10 +20,14 @@ def cleanup() -> Sequential:
 
 def optimize() -> Sequential:
     """What a compiled step runs on top of cleanup(): fold scalar constants and the broadcasts that
-    elementwise ops make themselves (FoldConstants), then drop what that left dead. cleanup() alone keeps
-    the adjoint as Relax's Gradient pass documents it."""
-    return Sequential([FoldConstants(), DeadCodeElimination()])
+    elementwise ops make themselves (FoldConstants), one 2-D matmul for each weight gradient of a batched
+    matmul (BatchedWeightGradients), a concat for gradients of slices that tile an axis
+    (SliceGradientsToConcat), transposes folded into the new matmuls (LayoutLowering), then drop what that
+    left dead. cleanup() alone keeps the adjoint as Relax's Gradient pass documents it."""
+    return Sequential([FoldConstants(), BatchedWeightGradients(), SliceGradientsToConcat(), LayoutLowering(),
+                       Simplify(), DeadCodeElimination()])
 
 
-__all__ = ["CommonSubexpressionElimination", "DeadCodeElimination", "FoldConstants", "FunctionPass",
-           "FuseElementwise", "LayoutLowering", "Pass", "Sequential", "Simplify", "Unfuse", "cleanup", "optimize"]
+__all__ = ["BatchedWeightGradients", "CommonSubexpressionElimination", "DeadCodeElimination", "FoldConstants",
+           "FunctionPass", "FuseElementwise", "LayoutLowering", "Pass", "Sequential", "Simplify",
+           "SliceGradientsToConcat", "Unfuse", "cleanup", "optimize"]
