@@ -148,10 +148,51 @@ def _log_softmax(x, axis):
     return np.subtract(shifted, np.log(s, out=s), out=shifted)
 
 
+def _gelu(name, types, out, approximate):
+    return _gelu_tanh if approximate == "tanh" and out.dtype in _FLOATS else None
+
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+
+
+def _gelu_tanh(x):
+    # the kernel's 0.5 * x * (1 + tanh(c * (x + 0.044715 * x * x * x))), the same operations in the same
+    # order (products and sums with one scalar commute exactly), in two buffers instead of eight
+    a = np.multiply(x, 0.044715)
+    np.multiply(a, x, out=a)
+    np.multiply(a, x, out=a)
+    np.add(x, a, out=a)
+    np.multiply(a, _GELU_C, out=a)
+    np.tanh(a, out=a)
+    np.add(a, 1.0, out=a)
+    b = np.multiply(x, 0.5)
+    return np.multiply(b, a, out=b)
+
+
+def _layer_norm(name, types, out, axes, epsilon):
+    data = types[0]
+    if data.dtype not in _FLOATS or any(t.dtype != data.dtype for t in types):
+        return None  # float16 statistics go through float32 in the kernel
+    axes = tuple(a % data.ndim for a in axes)
+    count = math.prod(data.shape[a] for a in axes)
+    if count == 0:
+        return None
+    return functools.partial(_layer_norm_, axes=axes, count=count, epsilon=epsilon)
+
+
+def _layer_norm_(data, gamma, beta, axes, count, epsilon):
+    # the kernel's (x - mean) / sqrt(var + eps) * gamma + beta, written into the centered buffer
+    centered = np.subtract(data, _mean(data, axes, True, count))
+    var = _mean(np.multiply(centered, centered), axes, True, count)
+    np.divide(centered, np.sqrt(var + epsilon), out=centered)
+    np.multiply(centered, gamma, out=centered)
+    return np.add(centered, beta, out=centered)
+
+
 _BUILDERS = {**{n: _ufunc for n in _UFUNCS}, **{n: _float_ufunc for n in _FLOAT_UFUNCS},
              "nn.relu": _relu, "where": _where_, "sum": _reduction, "mean": _reduction, "max": _reduction,
              "min": _reduction, "collapse_sum_to": _collapse, "permute_dims": _permute, "reshape": _reshape,
              "expand_dims": _reshape, "squeeze": _reshape, "astype": _astype, "nn.softmax": _softmax,
-             "nn.log_softmax": _softmax}
+             "nn.log_softmax": _softmax, "nn.gelu": _gelu, "nn.layer_norm": _layer_norm}
 
 __all__ = ["specialize"]
