@@ -81,12 +81,14 @@ def parse_budget(budget) -> int:
 @dataclass
 class Plan:
     """A measured plan: the forward module with its regions as markers, the regions as (start, end)
-    binding ranges of the unmarked function, the step's exact peak and the FLOPs its backward recomputes."""
+    binding ranges of the unmarked function, the step's exact peak, the FLOPs its backward recomputes,
+    and how many candidate plans the search differentiated to find it."""
 
     module: IRModule
     regions: list[tuple[int, int]]
     peak_bytes: int
     recompute_flops: int
+    candidates: int = 0
 
 
 def plan_checkpoints(mod: IRModule, budget, *, func_name: str = "main", require_grads=None,
@@ -123,6 +125,7 @@ def make_plan(mod: IRModule, budget, *, func_name: str = "main", require_grads=N
     search = _Search(mod, func_name, require_grads, target_index, device)
     unplanned = search.measure(())
     if search.verify(unplanned) <= limit:  # the exact peak: no estimate may add regions that are not needed
+        unplanned.candidates = search.count
         return unplanned
     target = limit
     for _ in range(4):  # the estimate is checked by a real run; where it was low, search again below it
@@ -132,6 +135,7 @@ def make_plan(mod: IRModule, budget, *, func_name: str = "main", require_grads=N
         estimate = plan.peak_bytes
         measured = search.verify(plan)  # from here on the plan carries its measured peak
         if measured <= limit:
+            plan.candidates = search.count
             return plan
         target -= measured - estimate
     lowest = min(search.cache.values(), key=lambda p: p.peak_bytes)

@@ -4,11 +4,13 @@ Two models: the residual MLP of `checkpoint_memory.py` (32 blocks h = h + tanh(h
 batch 2048) and the GPT of `examples/train_gpt.py` (8 blocks, d_model 64, 4 heads, 16 tokens, batch 64).
 For each, five budgets evenly spaced from the peak with every block checkpointed to the peak without
 checkpoints, then each hand-placed variant's own peak as a budget; per variant: the executor's
-peak_bytes (exact), the step time (median of interleaved rounds) and the FLOPs the backward recomputes
-(estimated from shapes, `autodiff.planner.op_flops`, over the bindings the Gradient pass marks as
-recomputations). PyTorch's `checkpoint_sequential` on the MLP, with 32 down to 2 segments, gives the
-comparison at similar peaks (PyTorch's peak is its profiler's
-allocation high-water mark; see `checkpoint_memory.py`).
+peak_bytes (exact), the step time (median of rounds in which every contender runs once in turn, in
+one process), the FLOPs the backward recomputes (estimated from shapes, `autodiff.planner.op_flops`,
+over the bindings the Gradient pass marks as recomputations) and the planning time. PyTorch's
+`checkpoint_sequential` on the MLP (32 down to 2 segments; its peak is its profiler's allocation
+high-water mark, see `checkpoint_memory.py`) runs in the same rounds, against the planner given each
+PyTorch variant's peak as its budget. The comparison table pairs each hand-placed variant with the
+planner at its peak: the target is a peak at most the same and a step time at most the same.
 
     python benchmarks/checkpoint_planner.py            # full sizes
     python benchmarks/checkpoint_planner.py --quick    # small sizes, a few seconds
@@ -30,6 +32,7 @@ import numpy as np  # noqa: E402
 
 import autodiff  # noqa: E402
 import tracer  # noqa: E402
+from autodiff import planner  # noqa: E402
 from autodiff.planner import op_flops  # noqa: E402
 from benchmarks.checkpoint_memory import (  # noqa: E402
     interleaved_medians,
@@ -44,6 +47,19 @@ from ir.memory import format_bytes  # noqa: E402
 from ir.nodes import role_of  # noqa: E402
 
 FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
+PLANS: list[tuple[float, int]] = []  # (seconds, candidates) of each make_plan call, in order
+
+
+def _timed_make_plan(make_plan):
+    def timed(*args, **kwargs):
+        t0 = time.perf_counter()
+        plan = make_plan(*args, **kwargs)
+        PLANS.append((time.perf_counter() - t0, plan.candidates))
+        return plan
+    return timed
+
+
+planner.make_plan = _timed_make_plan(planner.make_plan)  # plan_checkpoints (value_and_grad's) calls it
 
 
 def recompute_flops(step) -> int:
@@ -55,9 +71,9 @@ class Variant:
 
     def __init__(self, name: str, step, args, budget: int | None = None):
         self.name, self.step, self.args, self.budget = name, step, args, budget
-        t0 = time.perf_counter()
+        before = len(PLANS)
         self.value, self.grads = step(*args)  # traces, plans (with a budget), compiles
-        self.compile_s = time.perf_counter() - t0
+        self.plan_s, self.candidates = PLANS[-1] if len(PLANS) > before else (None, None)
         self.peak = step.stats.peak_bytes
         self.flops = recompute_flops(step)
         self.regions = sum(b.value.op == "grad.end_checkpoint" for b in step.module["main"].bindings
@@ -67,7 +83,7 @@ class Variant:
         return self.step(*self.args)
 
 
-def mlp_variants(quick: bool) -> tuple[str, list[Variant], list[np.ndarray], np.ndarray]:
+def mlp_variants(quick: bool, with_torch: bool):
     blocks, width, batch = (8, 32, 256) if quick else (32, 128, 2048)
     weights, x = make_weights(blocks, width), make_batch(batch, width)
     tensors = [tracer.tensor(w) for w in weights]
@@ -76,9 +92,35 @@ def mlp_variants(quick: bool) -> tuple[str, list[Variant], list[np.ndarray], np.
     for seg in (2, 4, 8):
         step = autodiff.value_and_grad(residual_loss(tensors, "segments", seg), wrt=tensors)
         hand.append(Variant(f"segments of {seg}", step, (x,)))
+    others = torch_variants(weights, x) if with_torch else []
     title = f"residual MLP: {blocks} blocks, width {width}, batch {batch}, float32"
     return title, hand + planned(hand, lambda b: autodiff.value_and_grad(
-        residual_loss(tensors, "none"), wrt=tensors, memory_budget=b), (x,)), weights, x
+        residual_loss(tensors, "none"), wrt=tensors, memory_budget=b), (x,),
+        [(o.name, o.peak) for o in others if o.name != "torch none"]), others, weights, x
+
+
+class TorchVariant:
+    """PyTorch's step on the MLP (torch.utils.checkpoint.checkpoint_sequential, use_reentrant=False):
+    its peak is the profiler's allocation high-water mark plus x and the weights."""
+
+    def __init__(self, torch, weights, x, ws, xt, segment: int | None):
+        variant = "none" if segment is None else "segments"
+        self.name = "torch none" if segment is None else f"torch {-(-len(weights) // segment)} segments"
+        _, _, self.peak = torch_memory(torch, weights, x, variant, segment or 4)
+        self.run = lambda: torch_step(torch, ws, xt, variant, segment or 4)
+
+
+def torch_variants(weights, x) -> list[TorchVariant]:
+    try:
+        import torch
+    except ImportError:
+        print("\nPyTorch: not installed, skipped")
+        return []
+    torch.set_num_threads(numpy_threads())
+    ws = [torch.tensor(w, requires_grad=True) for w in weights]
+    xt = torch.tensor(x)
+    segments = sorted({1, 2, 4, 8, 16} & set(range(1, len(weights))))
+    return [TorchVariant(torch, weights, x, ws, xt, seg) for seg in [None] + segments]
 
 
 def gpt_variants(quick: bool) -> tuple[str, list[Variant]]:
@@ -106,15 +148,16 @@ def gpt_variants(quick: bool) -> tuple[str, list[Variant]]:
     model.checkpoint = False  # the planner starts from the unmarked model
     title = (f"GPT (examples/train_gpt.py): {layers} blocks, d_model {d_model}, {heads} heads, {2 * length} tokens, "
              f"batch {batch}")
-    return title, hand + planned(hand, lambda b: autodiff.value_and_grad(loss_fn, wrt=params, memory_budget=b), (x, y))
+    return title, hand + planned(hand, lambda b: autodiff.value_and_grad(loss_fn, wrt=params, memory_budget=b),
+                                 (x, y)), [], None, None
 
 
-def planned(hand: list[Variant], make_step, args) -> list[Variant]:
+def planned(hand: list[Variant], make_step, args, extra=()) -> list[Variant]:
     """The five budgets from every block's peak to none's, then each hand-placed variant's own peak as
-    the budget (the comparison at equal peak)."""
+    the budget (the comparison at equal peak), then the (name, bytes) budgets in extra."""
     none, every = hand[0].peak, hand[1].peak
     budgets = [(f"planner {f:.2f}", int(every + f * (none - every))) for f in FRACTIONS]
-    budgets += [(f"planner @ {h.name}", h.peak) for h in hand[1:]]
+    budgets += [(f"planner @ {h.name}", h.peak) for h in hand[1:]] + [(f"planner @ {n}", b) for n, b in extra]
     out = []
     for name, budget in budgets:
         try:
@@ -133,45 +176,40 @@ def check_same(variants: list[Variant]) -> None:
             np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-5 * float(np.abs(b).max(initial=1.0)))
 
 
-def report(title: str, variants: list[Variant], repeats: int) -> None:
+def report(title: str, variants: list[Variant], others: list, repeats: int) -> None:
+    """Times every contender in the same interleaved rounds and prints the variants' table, PyTorch's,
+    and the comparison of each hand-placed variant with the planner given its peak."""
     check_same(variants)
-    medians = interleaved_medians({v.name: v.run for v in variants}, repeats)
+    load = os.getloadavg()
+    medians = interleaved_medians({v.name: v.run for v in variants + others}, repeats)
     base_t = medians["none"]
-    print(f"\n{title}\n(step = one compiled value_and_grad call, median of {repeats} interleaved rounds)")
+    print(f"\n{title}\n(step = one compiled value_and_grad call, median of {repeats} interleaved rounds; "
+          f"load average {load[0]:.2f} before the rounds, {os.getloadavg()[0]:.2f} after)")
     print(f"{'variant':<26} {'budget':>10} {'peak':>10} {'fits':>5} {'regions':>8} {'recomp GFLOP':>13} "
-          f"{'step ms':>9} {'vs none':>8} {'plan s':>7}")
+          f"{'step ms':>9} {'vs none':>8} {'plan ms':>8} {'cands':>6}")
     for v in variants:
         budget = format_bytes(v.budget) if v.budget is not None else "-"
         fits = ("yes" if v.peak <= v.budget else "NO") if v.budget is not None else "-"
-        plan_s = f"{v.compile_s:7.1f}" if v.budget is not None else f"{'-':>7}"
+        plan = f"{v.plan_s * 1e3:8.0f} {v.candidates:>6}" if v.plan_s is not None else f"{'-':>8} {'-':>6}"
         print(f"{v.name:<26} {budget:>10} {format_bytes(v.peak):>10} {fits:>5} {v.regions:>8} {v.flops / 1e9:13.3f} "
-              f"{medians[v.name] * 1e3:9.2f} {medians[v.name] / base_t:8.3f} {plan_s}")
-
-
-def torch_report(weights, x, repeats: int) -> None:
-    try:
-        import torch
-    except ImportError:
-        print("\nPyTorch: not installed, skipped")
-        return
-    torch.set_num_threads(numpy_threads())
-    ws = [torch.tensor(w, requires_grad=True) for w in weights]
-    xt = torch.tensor(x)
-    rows, steps = [], {}
-    for seg in sorted({1, 2, 4, 8, 16} & set(range(1, len(weights)))):
-        n_segments = -(-len(weights) // seg)
-        _, _, peak = torch_memory(torch, weights, x, "segments", seg)
-        rows.append((f"{n_segments} segments", peak))
-        steps[f"{n_segments} segments"] = lambda seg=seg: torch_step(torch, ws, xt, "segments", seg)
-    _, _, none_peak = torch_memory(torch, weights, x, "none")
-    rows.insert(0, ("none", none_peak))
-    steps["none"] = lambda: torch_step(torch, ws, xt, "none")
-    medians = interleaved_medians(steps, repeats)
-    print(f"\nPyTorch {torch.__version__} on the MLP: torch.utils.checkpoint.checkpoint_sequential "
-          "(use_reentrant=False), peak = profiler high-water mark + x and weights")
-    print(f"{'variant':<16} {'peak':>10} {'step ms':>9} {'vs none':>8}")
-    for name, peak in rows:
-        print(f"{name:<16} {format_bytes(peak):>10} {medians[name] * 1e3:9.2f} {medians[name] / medians['none']:8.3f}")
+              f"{medians[v.name] * 1e3:9.2f} {medians[v.name] / base_t:8.3f} {plan}")
+    if others:
+        print(f"\n{'PyTorch variant':<26} {'peak':>10} {'step ms':>9} {'vs none':>8}")
+        for o in others:
+            print(f"{o.name:<26} {format_bytes(o.peak):>10} {medians[o.name] * 1e3:9.2f} "
+                  f"{medians[o.name] / medians['torch none']:8.3f}")
+    by_name = {v.name: v for v in variants}
+    print(f"\n{'hand-placed':<22} {'peak':>10} {'step ms':>9}   {'planner at its peak':>10} {'step ms':>9} "
+          f"{'time ratio':>10}  target")
+    for h in [v for v in variants[1:] if not v.name.startswith("planner")] + others[1:]:
+        p = by_name.get(f"planner @ {h.name}")
+        if p is None:
+            print(f"{h.name:<22} {format_bytes(h.peak):>10} {medians[h.name] * 1e3:9.2f}   no plan at this peak")
+            continue
+        ratio = medians[p.name] / medians[h.name]
+        met = "met" if p.peak <= h.peak and ratio <= 1.0 else "MISSED"
+        print(f"{h.name:<22} {format_bytes(h.peak):>10} {medians[h.name] * 1e3:9.2f}   {format_bytes(p.peak):>10} "
+              f"{medians[p.name] * 1e3:9.2f} {ratio:10.3f}  {met}")
 
 
 def main(argv=None) -> None:
@@ -183,19 +221,16 @@ def main(argv=None) -> None:
     p.add_argument("--models", default="mlp,gpt", help="which models, comma-separated (default: mlp,gpt)")
     args = p.parse_args(argv)
     repeats = args.repeats or (15 if args.quick else 7)
-    if "mlp" in args.models:
-        title, variants, weights, x = mlp_variants(args.quick)
-        report(title, variants, repeats)
-        if args.plot:
+    for model in args.models.split(","):
+        make = {"mlp": lambda: mlp_variants(args.quick, not args.skip_torch),
+                "gpt": lambda: gpt_variants(args.quick)}[model]
+        title, variants, others, _, _ = make()
+        report(title, variants, others, repeats)
+        if args.plot and model == "mlp":
             middle = next(v for v in variants if v.name == "planner 0.50")
             middle.run()
             middle.step.memory_profile().plot(args.plot)
             print(f"\ntimeline of 'planner 0.50' saved to {args.plot}")
-        if not args.skip_torch:
-            torch_report(weights, x, repeats)
-    if "gpt" in args.models:
-        title, variants = gpt_variants(args.quick)
-        report(title, variants, repeats)
 
 
 if __name__ == "__main__":
