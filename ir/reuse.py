@@ -16,7 +16,10 @@ and falls wherever a chain of elementwise ops would have held two buffers at onc
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .nodes import Call, Function, Tuple, Var, free_vars
+from .ops import fused
 from .types import TensorType
 
 # op -> (NumPy/CuPy ufunc computing exactly the op's kernel, only for floating dtypes)
@@ -35,12 +38,9 @@ FRESH = frozenset(UFUNCS) | {"matmul", "where", "nn.relu", "sigmoid", "rsqrt", "
                              "not_equal", "fused"}
 
 
-def plan_reuse(fn: Function) -> dict[int, tuple[str, Var]]:
-    """{binding index: (ufunc name, operand var)}: binding i computes `ufunc(*args, out=<var's buffer>)`.
-
-    The var dies at binding i, is not returned, is no parameter, was made by a `FRESH` op, and every
-    binding that reads it is a `FRESH` call taking it as a direct argument (nothing keeps a view of it).
-    """
+def _lifetimes(fn: Function):
+    """(returned vars, last reading binding per var, vars read somewhere that may keep their buffer,
+    vars made by a FRESH op)."""
     bindings = fn.bindings
     returned = set(free_vars(fn.body))
     last: dict[Var, int] = {}
@@ -55,20 +55,69 @@ def plan_reuse(fn: Function) -> dict[int, tuple[str, Var]]:
             if u not in direct:
                 shared.add(u)
     made_fresh = {b.var for b in bindings if isinstance(b.value, Call) and b.value.op in FRESH}
-    plan: dict[int, tuple[str, Var]] = {}
-    for i, b in enumerate(bindings):
+    return returned, last, shared, made_fresh
+
+
+def _receivers(fn: Function):
+    """Yield (binding index, its call, its result type, predicate: may this operand's buffer receive the result)."""
+    returned, last, shared, made_fresh = _lifetimes(fn)
+    for i, b in enumerate(fn.bindings):
         v, t = b.value, b.var.type
-        if not (isinstance(v, Call) and v.op in UFUNCS and isinstance(t, TensorType)):
+        if isinstance(v, Call) and isinstance(t, TensorType):
+            yield i, v, t, lambda a, i=i, t=t: (isinstance(a, Var) and a in made_fresh and last.get(a) == i
+                                                and a not in returned and a not in shared and a.type == t)
+
+
+def plan_reuse(fn: Function) -> dict[int, tuple[str, Var]]:
+    """{binding index: (ufunc name, operand var)}: binding i computes `ufunc(*args, out=<var's buffer>)`.
+
+    The var dies at binding i, is not returned, is no parameter, was made by a `FRESH` op, and every
+    binding that reads it is a `FRESH` call taking it as a direct argument (nothing keeps a view of it).
+    """
+    plan: dict[int, tuple[str, Var]] = {}
+    for i, v, t, receives in _receivers(fn):
+        if v.op not in UFUNCS:
             continue
         name, float_only = UFUNCS[v.op]
         if float_only and not t.is_float:
             continue
         for a in v.args:
-            if (isinstance(a, Var) and a in made_fresh and last.get(a) == i and a not in returned
-                    and a not in shared and a.type == t):
+            if receives(a):
                 plan[i] = (name, a)
                 break
     return plan
 
 
-__all__ = ["FRESH", "UFUNCS", "plan_reuse"]
+def plan_fused_reuse(fn: Function) -> dict[int, tuple[Callable, Var]]:
+    """{binding index: (run, input var)} for `fused` bindings, NumPy only: `run(xs)` (xs: the binding's
+    tuple) evaluates the chain free to overwrite that input's buffer (`ir.ops.fused.into`): the var
+    meets `plan_reuse`'s conditions and the chain reads it once, so a chain whose input dies there
+    allocates one array less. An executor calls `run` as the binding's kernel and must keep the var's
+    buffer out of its free pool until the call (the tuple holds it).
+
+    >>> import ir
+    >>> mod = ir.parse('''
+    ... @R.function
+    ... def main(x: R.Tensor((4,), "float32")):
+    ...     with R.dataflow():
+    ...         a: R.Tensor((4,), "float32") = R.exp(x)
+    ...         y: R.Tensor((4,), "float32") = R.fused((a, x), expr="tanh(add(x0, x1))")
+    ...         R.output(y)
+    ...     return y
+    ... ''')
+    >>> {i: v.name for i, (run, v) in plan_fused_reuse(mod["main"]).items()}
+    {1: 'a'}
+    """
+    plan: dict[int, tuple[Callable, Var]] = {}
+    for i, v, _, receives in _receivers(fn):
+        if v.op != "fused" or not isinstance(v.args[0], Tuple):
+            continue
+        expr = v.attrs["expr"]
+        for k, a in enumerate(v.args[0].fields):
+            if receives(a) and fused.leaf_count(expr, k) == 1:
+                plan[i] = (fused.into(expr, k), a)
+                break
+    return plan
+
+
+__all__ = ["FRESH", "UFUNCS", "plan_fused_reuse", "plan_reuse"]

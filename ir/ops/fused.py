@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..types import IRError, TensorType
+from .elementwise import _where
 from .registry import Attr, declare, get_op, normalize_attrs
 
 try:  # optional: the `fast` extra
@@ -184,6 +185,9 @@ _COMPARE_OPS = {"less": np.less, "less_equal": np.less_equal, "greater": np.grea
                 "greater_equal": np.greater_equal, "equal": np.equal, "not_equal": np.not_equal}
 
 
+_WHERE_LARGE = functools.partial(_where, np)
+
+
 def _need(node) -> int:
     """Temporaries a subtree holds at once when its heaviest argument goes first (Sethi-Ullman)."""
     if not isinstance(node, Node):
@@ -194,17 +198,20 @@ def _need(node) -> int:
 
 class _Program(NamedTuple):
     steps: tuple | None  # None: a 0-d chain, evaluated op by op
+    fresh: bool  # the last step is a ufunc: its result is a buffer of the chain's own, never an input's
     n_registers: int
     constants: tuple
     result: int
     shape: tuple
     numexpr: tuple | None  # (text, constants) where numexpr can run the whole chain
     dtype: str
+    run: object = None  # the steps as one generated Python function of the input tuple
 
 
 @functools.lru_cache(maxsize=4096)
-def _program(expr: str, inputs: tuple) -> _Program:
-    """How to run the chain on inputs of these (shape, NumPy dtype), made once per signature.
+def _program(expr: str, inputs: tuple, donated: int = -1) -> _Program:
+    """How to run the chain on inputs of these (shape, NumPy dtype), made once per signature; input
+    `donated` (read once in expr) dies here, so its buffer is one of the chain's own temporaries.
 
     Registers 0..n-1 hold the inputs, then the scalar constants, then temporaries the chain owns.
     A step is (callable, argument registers, out register or -1, attrs, destination register): a
@@ -219,7 +226,7 @@ def _program(expr: str, inputs: tuple) -> _Program:
         ne = _numexpr_plan(expr)
     dtype = _types(parse_expr(expr), types).dtype
     if not shape:
-        return _Program(None, 0, (), 0, shape, ne, dtype)
+        return _Program(None, False, 0, (), 0, shape, ne, dtype)
     consts: list = []
     steps: list = []
     meta: dict[int, TensorType] = {}  # temporary register -> its type
@@ -232,7 +239,9 @@ def _program(expr: str, inputs: tuple) -> _Program:
 
     def visit(node):
         if isinstance(node, Leaf):
-            return node.index, types[node.index], False
+            if node.index == donated:
+                meta[donated] = types[donated]
+            return node.index, types[node.index], node.index == donated
         if isinstance(node, Const):
             return const_reg(node), TensorType((), node.dtype), False
         order = sorted(range(len(node.args)), key=lambda k: -_need(node.args[k]))
@@ -263,7 +272,12 @@ def _program(expr: str, inputs: tuple) -> _Program:
                 n[0] += 1
             else:
                 free.remove(dest)
-            steps.append((op.kernel, [a[0] for a in args], -1, node.attrs, dest))
+            if node.op == "where":  # the kernel's own choice, made once: its dtype.name costs 10 us a call
+                ufunc = np.where if max(math.prod(a[1].shape) for a in args) < 4096 else _WHERE_LARGE
+            if ufunc is not None:  # a new array from the ufunc itself: what the kernel computes, one call less
+                steps.append((ufunc, [a[0] for a in args], -2, None, dest))
+            else:
+                steps.append((op.kernel, [a[0] for a in args], -1, node.attrs, dest))
         meta[dest] = t
         free.extend(r for r in owned if r != dest)
         return dest, t, True
@@ -274,21 +288,36 @@ def _program(expr: str, inputs: tuple) -> _Program:
     def fix(r):
         return base + (-r - 1) if r < 0 else r
     steps = tuple((fn, tuple(fix(r) for r in args), out, attrs, dest) for fn, args, out, attrs, dest in steps)
-    return _Program(steps, base + len(consts), tuple(consts), result, shape, ne, dtype)
+    run = _generate(steps, len(types), base, tuple(consts), result)
+    return _Program(steps, steps[-1][2] != -1, base + len(consts), tuple(consts), result, shape, ne, dtype, run)
+
+
+def _generate(steps, n_inputs, base, consts, result):
+    """The steps as one straight-line Python function of the input tuple (a loop over the steps costs
+    about 1.7 us a step more: as much as a small ufunc call)."""
+    def name(r):
+        return f"x{r}" if r < n_inputs else f"c{r - base}" if r >= base else f"t{r}"
+    ns = {"np": np, **{f"c{k}": c for k, c in enumerate(consts)}}
+    lines = [f"def run(xs):\n    {''.join(f'x{i}, ' for i in range(n_inputs))}= xs"]
+    for k, (fn, args, out, attrs, dest) in enumerate(steps):
+        ns[f"f{k}"] = fn
+        operands = ", ".join(name(a) for a in args)
+        if out >= 0:
+            lines.append(f"    {name(dest)} = f{k}({operands}, out={name(out)})")
+        elif out == -2:
+            lines.append(f"    {name(dest)} = f{k}({operands})")
+        else:
+            ns[f"a{k}"] = attrs
+            lines.append(f"    {name(dest)} = f{k}(np, {operands}{f', **a{k}' if attrs else ''})")
+    lines.append(f"    return {name(result)}")
+    exec(compile("\n".join(lines) + "\n", "<tracegrad fused>", "exec"), ns)  # noqa: S102 - made from the IR above
+    return ns["run"]
 
 
 def _run_program(prog: _Program, xs):
     """The chain through NumPy on a program of in-place ufuncs (see `_program`): n ops allocate about
     as many arrays as the chain holds at once, and the values equal the unfused path bit for bit."""
-    regs = [*xs, *([None] * (prog.n_registers - len(xs) - len(prog.constants))), *prog.constants]
-    for fn, args, out, attrs, dest in prog.steps:
-        if out >= 0:
-            regs[dest] = fn(*[regs[a] for a in args], out=regs[out])
-        elif attrs:
-            regs[dest] = fn(np, *[regs[a] for a in args], **attrs)
-        else:
-            regs[dest] = fn(np, *[regs[a] for a in args])
-    return regs[prog.result]
+    return prog.run(xs)
 
 
 _NE = {"add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})", "divide": "({0} / {1})",
@@ -319,6 +348,40 @@ def _numexpr_text(node, consts):
     return None if None in args else form.format(*args)
 
 
+def leaf_count(expr: str, index: int) -> int:
+    """How many times the chain reads input `index` (a buffer read once can be written once read)."""
+    def count(node):
+        if isinstance(node, Leaf):
+            return int(node.index == index)
+        return sum(count(a) for a in node.args) if isinstance(node, Node) else 0
+    return count(parse_expr(expr))
+
+
+def into(expr: str, k: int):
+    """`run(xs)`: the chain on NumPy arrays, free to overwrite input k, which dies at the fused binding
+    (ir.reuse.plan_fused_reuse decides which; expr reads it once). The result is a buffer of its own
+    or input k's, never another input's; a chain whose input dies there allocates one array less.
+
+    >>> import numpy as np
+    >>> x, y = np.arange(3.0), np.ones(3)
+    >>> r = into("exp(add(x0, x1))", 0)((x, y))
+    >>> r is x, np.allclose(r, np.exp(np.arange(3.0) + 1))
+    (True, True)
+    """
+    return functools.partial(_run_into, expr=expr, k=k)
+
+
+def _run_into(xs, expr, k):
+    prog = _program(expr, tuple([(x.shape, x.dtype) for x in xs]), k)
+    if prog.steps is None:
+        result = np.asarray(_evaluate(np, parse_expr(expr), list(xs)))
+    else:
+        result = np.asarray(_run_program(prog, xs))
+    if any(np.may_share_memory(result, x) for i, x in enumerate(xs) if i != k):
+        return np.array(result)
+    return result
+
+
 @functools.lru_cache(maxsize=4096)
 def _numexpr_plan(expr: str):
     if numexpr is None:
@@ -342,7 +405,10 @@ def _fused_kernel(xp, xs, expr):
                          casting="same_kind")
         return out
     else:
-        out = np.asarray(_run_program(prog, xs))
+        out = _run_program(prog, xs)
+        if prog.fresh:
+            return out
+        out = np.asarray(out)
     # always a buffer of its own (as ir.reuse's FRESH ops), never (a view of) an input a kernel handed back
     return out.copy() if any(np.may_share_memory(out, x) for x in xs) else out
 

@@ -215,3 +215,36 @@ def test_program_holds_few_temporaries_and_equals_unfused_bit_for_bit():
     assert got.dtype == np.float64 and got.shape == (64, 33)
     np.testing.assert_array_equal(got, fused_mod.evaluate_unfused(np, expr, ys))
     assert not any(np.may_share_memory(got, y) for y in ys)
+
+
+def test_fused_runs_into_a_dying_input_and_equals_the_kernel():
+    from ir.reuse import plan_fused_reuse
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal(s).astype("float32") for s in [(512, 32), (32, 96), (96,)]]
+    fused = FUSE(_step_module(_gelu_layer_norm_loss, *args))
+    fn = fused["main_adjoint"]
+    plan = plan_fused_reuse(fn)
+    assert plan  # the adjoint's chains read values that die there
+    values = {}
+    ex = ir.Executor(fused)
+
+    def snapshot(vals, mem):  # each value as it is made (later ops may write into a dead one's buffer)
+        values.update((k, np.array(v)) for k, v in enumerate(vals) if k not in values and isinstance(v, np.ndarray))
+    ex["main_adjoint"].observer = snapshot
+    ex["main_adjoint"](*args)
+    slots = ex["main_adjoint"].slot
+    for i, (run, var) in plan.items():
+        call = fn.bindings[i].value
+        assert fused_mod.leaf_count(call.attrs["expr"], [f for f in call.args[0].fields].index(var)) == 1
+        xs = [values[slots[f]].copy() if isinstance(f, ir.Var) else f.data for f in call.args[0].fields]
+        want = ir.get_op("fused").kernel(np, xs, call.attrs["expr"])
+        keep = [x.copy() for x in xs]
+        got = run(tuple(xs))
+        np.testing.assert_array_equal(got, want)
+        k = [f for f in call.args[0].fields].index(var)
+        for j, (x, before) in enumerate(zip(xs, keep, strict=True)):
+            if j != k:
+                np.testing.assert_array_equal(x, before)  # only the dying input is written
+    # an input the chain reads twice is never overwritten
+    twice = ir.parse(REUSE_TEXT.replace("exp(multiply(x0, const(0.5, 'float32')))", "multiply(x0, exp(x0))"))
+    assert plan_fused_reuse(twice["main"]) == {}
