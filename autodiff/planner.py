@@ -56,26 +56,27 @@ _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
 
 
 def parse_budget(budget) -> int:
-    """Bytes from an int or a string with a unit: "64MiB", "1.5 GB", "4096".
+    """Bytes from a number or a string with a unit: "64MiB", "1.5 GB", "1e6", "4096" (fractions of a
+    byte are dropped). ValueError for a budget below one byte, NaN, infinity or an unknown unit.
 
-    >>> parse_budget("64MiB"), parse_budget("1.5 kB"), parse_budget(1000)
-    (67108864, 1500, 1000)
+    >>> parse_budget("64MiB"), parse_budget("1.5 kB"), parse_budget(1000), parse_budget("1e6")
+    (67108864, 1500, 1000, 1000000)
     """
-    if isinstance(budget, bool):
+    if isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer, np.floating, str)):
         raise TypeError(f"memory budget must be a number of bytes or a string like '64MiB', got {budget!r}")
-    if isinstance(budget, (int, float, np.integer, np.floating)):
-        value = int(budget)
-    elif isinstance(budget, str):
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", budget)
+    if isinstance(budget, str):
+        m = re.fullmatch(r"\s*([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*", budget)
         if m is None or m.group(2).lower() not in _UNITS:
             raise ValueError(f"memory budget {budget!r} is not a size: write bytes or a number with a unit "
                              "(B, kB, MB, GB, KiB, MiB, GiB), like '64MiB'")
-        value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+        size = float(m.group(1)) * _UNITS[m.group(2).lower()]
     else:
-        raise TypeError(f"memory budget must be a number of bytes or a string like '64MiB', got {budget!r}")
-    if value <= 0:
-        raise ValueError(f"memory budget must be positive, got {budget!r}")
-    return value
+        size = budget
+    if not np.isfinite(size):
+        raise ValueError(f"memory budget must be a finite number of bytes, got {budget!r}")
+    if size < 1:
+        raise ValueError(f"memory budget must be at least 1 byte, got {budget!r}")
+    return int(size)
 
 
 @dataclass

@@ -83,7 +83,7 @@ def _print_block(block: Block, namer: _Namer, body: Expr, show_source: bool = Fa
     lines = []
     for b in block.bindings:
         value = print_expr(b.value, namer)
-        source = f"  # {b.var.loc}" if show_source and b.var.loc is not None else ""
+        source = f"  # {b.var.loc}" if show_source and b.var.loc is not None and b.var.loc.file else ""
         lines.append(f"{namer.bind(b.var)}: {print_type(b.var.type)} = {value}{source}")
     if not block.is_dataflow:
         return lines
