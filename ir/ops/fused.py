@@ -9,11 +9,11 @@ Each sub-op keeps its own inference (so errors name it) and its own kernel. On N
 a program made once per input signature (`_program`): NumPy's own ufuncs, heaviest argument first,
 each writing through `out=` into a temporary the chain owns and no longer needs, so n ops allocate as
 many arrays as the chain holds at once (two for tanh-GELU's VJP) and the values equal the unfused
-path bit for bit. Where numexpr is installed (the `fast` extra) and runs more than one thread, a chain
-of arithmetic, comparisons and where is one numexpr pass; numexpr's own exp/tanh/log (scalar libm
-without Intel's VML) measured about 5x slower than NumPy's SIMD loops here, so chains with those stay
-on NumPy. On CuPy see `_fused_kernel`.
-`ir.transform.FuseElementwise` makes these bindings; nothing else needs to know about them.
+path bit for bit. numexpr (the `fast` extra) can run a chain of arithmetic, comparisons and where as
+one pass when `USE_NUMEXPR` is set: off by default, since without Intel's VML it measured 2-4x slower
+than the NumPy program on every chain of the GPT step here, at one thread or two (docs/benchmarks.md).
+On CuPy see `_fused_kernel`. `ir.transform.FuseElementwise` makes these bindings; `ir.transform.Unfuse`
+expands them again (the Gradient pass does, so a fused module differentiates).
 """
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ try:  # optional: the `fast` extra
 except ImportError:  # pragma: no cover - depends on the environment
     numexpr = None
 
-# numexpr runs a chain only from this many elements on (below, its threads cost more than they share)
+# numexpr: off by default (see above); when on, it runs a chain only from SMALL elements and two threads
+USE_NUMEXPR = False
 SMALL = 1 << 15
 
 
@@ -398,7 +399,7 @@ def _fused_kernel(xp, xs, expr):
     prog = _program(expr, tuple([(x.shape, x.dtype) for x in xs]))  # dtype.name costs 10 us: not per call
     if prog.steps is None:  # 0-d: kernels may give NumPy scalars
         out = np.asarray(_evaluate(xp, node, list(xs)))
-    elif prog.numexpr is not None and numexpr.get_num_threads() > 1:
+    elif USE_NUMEXPR and prog.numexpr is not None and numexpr.get_num_threads() > 1:
         text, consts = prog.numexpr
         out = np.empty(prog.shape, prog.dtype)
         numexpr.evaluate(text, local_dict={**{f"x{i}": x for i, x in enumerate(xs)}, **consts}, out=out,
