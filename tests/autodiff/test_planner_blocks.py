@@ -2,11 +2,14 @@
 budget of the hand-placed every-block plan is reached (it was missed when the candidate segments sat
 across block boundaries), and the planned step's gradients equal the unplanned step's."""
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import autodiff
 import ir
 import tracer
 from autodiff.planner import make_plan
+from tests.autodiff.test_properties import BINARY, UNARY
 
 BLOCKS, T, D, HEADS = 8, 4, 8, 2
 
@@ -57,3 +60,54 @@ def test_the_every_block_budget_is_met_on_a_gpt_like_model():
     assert peak == plan.peak_bytes <= budget
     for a, b in zip(flat(got), flat(expected), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * float(np.abs(b).max(initial=1.0)))
+
+
+def repeated(ops, reps: int, checkpoint_blocks: bool):
+    """A random branchy block body (the property tests' ops), applied reps times with a residual add,
+    each repetition a checkpoint region when checkpoint_blocks."""
+    def block(h, w):
+        values = [h, tracer.tanh(h @ w)]
+        for binary, i, j, k in ops:
+            x, y = values[i % len(values)], values[j % len(values)]
+            values.append(BINARY[k % len(BINARY)](x, y) if binary else UNARY[k % len(UNARY)](x))
+        return h + values[-1]
+
+    def loss(x, *ws):
+        h = x * 0.5
+        for w in ws:
+            h = tracer.checkpoint(block)(h, w) if checkpoint_blocks else block(h, w)
+        return (h * h).mean()
+
+    return tracer.trace(loss, tracer.spec((16, 16)), *[tracer.spec((16, 16))] * reps)
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 50), st.integers(0, 50), st.integers(0, 50)),
+                min_size=2, max_size=8), st.integers(3, 6))
+def test_repeated_random_blocks_reach_the_every_block_peak(ops, reps):
+    """The planner finds the blocks of any repeated body, so every-block checkpointing's peak is a
+    budget it meets, with the same gradients."""
+    plain, every = repeated(ops, reps, False), repeated(ops, reps, True)
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal(p.type.shape).astype("float32") * 0.5 for p in plain["main"].params]
+    expected, top = step_peak(plain, arrays)
+    _, budget = step_peak(every, arrays)
+    plan = make_plan(plain, min(budget, top))
+    got, peak = step_peak(plan.module, arrays)
+    assert peak == plan.peak_bytes <= budget
+    for a, b in zip(flat(got), flat(expected), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * float(np.abs(b).max(initial=1.0)))
+
+
+def test_blocks_are_the_repeated_bodies():
+    from autodiff.planner import _Search
+
+    plain = gpt_like(False)
+    blocks = _Search(plain, "main", None, 0, "cpu").blocks()
+    assert len(blocks) == BLOCKS and len({b - a for a, b in blocks}) == 1
+    assert all(blocks[i][1] == blocks[i + 1][0] for i in range(BLOCKS - 1))
+
+    def f(x):  # nothing repeats: no blocks
+        return (tracer.exp(x).sum(axis=0) @ tracer.tanh(x)).sum()
+
+    assert _Search(tracer.trace(f, tracer.spec((4, 4))), "main", None, 0, "cpu").blocks() == []
