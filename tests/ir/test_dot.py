@@ -80,3 +80,16 @@ def test_render_without_dot_names_the_package(step, tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="apt-get install graphviz.*conda install -c conda-forge graphviz"):
         ir.render(step, tmp_path / "step.svg")
+
+
+def test_a_module_without_an_adjoint_draws_its_forward_function():
+    mod = tracer.trace(checkpointed, tracer.spec((2, 3)), tracer.spec((3, 3)))
+    text = ir.to_dot(mod)
+    assert text.startswith("digraph main {") and "subgraph cluster" in text  # the user's region
+    colours = {re.search(r'fillcolor="([^"]+)"', attrs).group(1) for attrs in nodes(text).values()
+               if "fillcolor" in attrs}
+    assert COLOURS["gradient"] not in colours and "recomputed" not in text
+    with pytest.raises(KeyError, match="no function named 'main_adjoint'"):
+        ir.to_dot(mod, "main_adjoint")
+    parsed = ir.parse(str(mod))  # no source locations: the labels simply leave them out
+    assert ir.to_dot(parsed).count("->") == text.count("->")
