@@ -120,7 +120,7 @@ class _GradFunction:
         entries = self.cache.get(key, ())
         compiled, feed = None, None
         for c in entries:
-            if all(getter() == value for getter, value in c.guards):
+            if not c.guards or all(getter() == value for getter, value in c.guards):
                 feed = self._resolve(c, args)
                 if feed is not None:
                     compiled = c
@@ -334,6 +334,9 @@ def _wrap(value, tree, leaf):
 
 
 def _signature(a, leaf_index: dict[int, int], static_scalars: bool):
+    data = a._data if isinstance(a, Tensor) else a
+    if type(data) is np.ndarray:  # most arguments: no TensorType to build (the first call's trace checks the dtype)
+        return ("tensor", data.shape, data.dtype, leaf_index.get(id(a)), False)
     t = arg_type(a)
     if t is not None:
         return ("tensor", t.shape, t.dtype, leaf_index.get(id(a)), _on_gpu(_array(a)))

@@ -71,7 +71,7 @@ def generate(compiled) -> tuple[str, object]:
         if dead:
             lines.append(f"    del {', '.join(dead)}")
     ns["u"] = compiled.unshare
-    lines.append(f"    return {_result(compiled.body_plan)}")
+    lines.append(f"    return {_result(compiled.body_plan, compiled.fresh_slots)}")
     source = "\n".join(lines) + "\n"
     code = compile(source, f"<tracegrad {compiled.name}>", "exec")
     exec(code, ns)  # noqa: S102 - the source is generated above from the IR, nothing of the user's is executed
@@ -83,13 +83,15 @@ def _maybe_scalar(t) -> bool:
     return isinstance(t, TensorType) and t.shape == ()
 
 
-def _result(plan) -> str:
+def _result(plan, fresh) -> str:
+    """The returned structure; `u` copies a value that is (a view of) a constant, so a slot made by an op
+    that always returns a new buffer goes out as it is."""
     if plan[0] == "tuple":
-        fields = [_result(p) for p in plan[1]]
+        fields = [_result(p, fresh) for p in plan[1]]
         return f"({', '.join(fields)}{',' if len(fields) == 1 else ''})"
     if plan[0] == "item":
-        return f"{_result(plan[1])}[{plan[2]}]"
-    return f"u(v{plan[1]})"
+        return f"{_result(plan[1], fresh)}[{plan[2]}]"
+    return f"v{plan[1]}" if plan[1] in fresh else f"u(v{plan[1]})"
 
 
 def _identifier(name: str) -> str:

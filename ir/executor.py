@@ -18,7 +18,7 @@ from .codegen import generate
 from .nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from .ops.registry import get_op
 from .ops.specialize import specialize
-from .reuse import plan_reuse
+from .reuse import FRESH, plan_reuse
 from .types import IRError, TensorType, TupleType, Type
 
 
@@ -102,6 +102,7 @@ class CompiledFunction:
         # is held (before its frees); ir.memory_profile sets it, so ordinary calls pay one None check.
         self.observer = None
         self.bound_var: dict[int, Var] = {}  # output slot -> the var a binding defines there
+        self.fresh_slots: set[int] = set()  # slots made by an op that always returns a new buffer (ir.reuse.FRESH)
         bindings = fn.bindings
         self.params = fn.params
         slot: dict[Var, int] = {}
@@ -147,6 +148,8 @@ class CompiledFunction:
                 else:
                     instr = (CALL, op.kernel, args, v.attrs, len(slot))
                 counts[v.op] += 1
+                if v.op in FRESH:
+                    self.fresh_slots.add(len(slot))
             elif isinstance(v, Tuple):
                 instr = (TUPLE, None, tuple(operand(f) for f in v.fields), None, len(slot))
             elif isinstance(v, TupleGetItem):

@@ -64,6 +64,7 @@ class Optimizer(ABC):
         self.step_count = 0
         self.state: list[dict] = [{} for _ in self.params]
         self._scratch: dict = {}  # (array module, dtype, k) -> a flat buffer as large as the largest parameter
+        self._views: dict = {}  # (array type, dtype, k, shape) -> that buffer's view in the shape
 
     def step(self, grads) -> None:
         """Update every parameter in place from `grads`: a list in the order of the parameters, or a
@@ -82,8 +83,10 @@ class Optimizer(ABC):
             if not getattr(p, "requires_grad", True):  # frozen (requires_grad_(False)): left alone, as in torch
                 arrays.append(None)
                 continue
-            g = as_array(g, p._data)
-            if g.shape != p.shape:
+            data = p._data
+            if not (type(g) is np.ndarray and type(data) is np.ndarray and g.dtype == data.dtype):
+                g = as_array(g, data)  # a Tensor, a list, another dtype or array module
+            if g.shape != data.shape:
                 raise ValueError(f"{type(self).__name__}.step: gradient {i} has shape {tuple(g.shape)} but "
                                  f"parameter {i} ({p._name or 'unnamed'}) has shape {p.shape}")
             arrays.append(g)
@@ -118,12 +121,17 @@ class Optimizer(ABC):
     def _temp(self, p, k: int = 0):
         """A scratch array shaped like p (the k-th of its kind), shared by all parameters: updates write
         their intermediate products into it instead of allocating a temporary per parameter and step."""
+        view = self._views.get((type(p), p.dtype, k, p.shape))
+        if view is not None:
+            return view
         key = (type(p), p.dtype, k)
         buf = self._scratch.get(key)
         if buf is None or buf.size < p.size:
             size = max(q._data.size for q in self.params if q._data is not None and q._data.dtype == p.dtype)
             buf = self._scratch[key] = array_module_of(p).empty(max(size, p.size), p.dtype)
-        return buf[:p.size].reshape(p.shape)
+            self._views.clear()  # views of the old buffer
+        view = self._views[type(p), p.dtype, k, p.shape] = buf[:p.size].reshape(p.shape)
+        return view
 
     @abstractmethod
     def _update(self, p, g, state: dict) -> None:
@@ -189,9 +197,7 @@ class SGD(Optimizer):
                 buf *= self.momentum
                 buf += (1 - self.dampening) * g
             g = g + self.momentum * buf if self.nesterov else buf
-        xp = array_module_of(p)
-        scaled = xp.multiply(g, self.lr, out=self._temp(p))  # p -= lr * g, without a temporary
-        p -= scaled
+        p -= array_module_of(p).multiply(g, self.lr, out=self._temp(p))  # p -= lr * g, without a temporary
 
 
 class Adam(Optimizer):
