@@ -3,8 +3,10 @@
 On a machine with an NVIDIA GPU (under 4 minutes on an H200; the fastest parts first, so a timeout still
 leaves the report of the parts that finished):
 
-    pip install cupy-cuda12x torch
+    pip install cupy-cuda12x torch            # where missing (cupy-cuda13x for CUDA 13)
     python benchmarks/gpu_check.py --out gpu_check.json
+
+(docs/benchmarks.md's GPU section has the exact command for this project's lent H200 machines.)
 
 Parts (they run in the order of PARTS below, the fastest first), each in its own try/except with a time
 budget (a part past its budget stops between units and says `"truncated": true`; an exception is recorded
