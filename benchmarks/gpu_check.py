@@ -42,7 +42,6 @@ import sys
 import tempfile
 import time
 import traceback
-import types
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -432,7 +431,6 @@ def _write(path: Path, report: dict) -> None:
 def _install_fake_cupy() -> None:
     from tests import fake_cupy
     sys.modules["cupy"] = fake_cupy.module(devices=1)
-    sys.modules["cupyx"] = types.SimpleNamespace(scatter_add=fake_cupy.scatter_add)
 
 
 def parse_args(argv=None) -> argparse.Namespace:

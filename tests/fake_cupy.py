@@ -6,13 +6,13 @@ NumPy computes underneath; on top sit the CuPy rules those branches depend on:
   NumPy functions called on one dispatch to the module's, as CuPy's `__array_ufunc__`/`__array_function__` do;
 - the module's functions refuse NumPy array arguments (TypeError, as CuPy's do); `asarray` moves them;
 - `cuda.runtime.getDeviceCount()` reports the GPUs, or raises CUDARuntimeError when there are none;
-- `cupyx.scatter_add` (NumPy's add.at underneath) and `ElementwiseKernel`, whose CUDA body is run by
+- `ElementwiseKernel`, whose CUDA body is run by
   reading it as Python (tracegrad's generated bodies are written in the common subset of both, see
   ir/ops/fused_cuda.py), so a wrong generated body gives wrong values here.
-`COUNTS` counts device-to-host copies ("get"), scatter_add calls and kernel launches, so tests can say a
-path never left the device.
+`COUNTS` counts device-to-host copies ("get"), ufunc.at scatters ("add.at") and kernel launches, so tests
+can say a path never left the device.
 
-Install it with `fake_cupy.install(monkeypatch, devices=1)` (cupy and cupyx in sys.modules).
+Install it with `fake_cupy.install(monkeypatch, devices=1)`.
 tests/test_cuda.py runs the real thing on a GPU.
 """
 from __future__ import annotations
@@ -65,7 +65,9 @@ class _Function:
     def __call__(self, *args, **kwargs):
         return _wrap(self._fn(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()}))
 
-    def __getattr__(self, name):  # ufunc methods: xp.add.at(...)
+    def __getattr__(self, name):  # ufunc methods: xp.add.at(...), counted ("add.at")
+        if name == "at":
+            COUNTS[f"{self._fn.__name__}.at"] += 1
         return _wrap(getattr(self._fn, name))
 
 
@@ -254,12 +256,6 @@ class _MemoryPool:
         self.allocator = fn
 
 
-def scatter_add(a, slices, value):
-    """cupyx.scatter_add: NumPy's add.at on the arrays underneath."""
-    COUNTS["scatter_add"] += 1
-    np.add.at(a._a, _unwrap(slices, allow_numpy=False), _unwrap(value))
-
-
 # ---------------------------------------------------------------- ElementwiseKernel, run as Python
 
 _C_TYPES = {"float": np.float32, "double": np.float64, "bool": np.bool_, "int": np.int32, "long long": np.int64}
@@ -324,11 +320,10 @@ class ElementwiseKernel:
 
 
 def install(monkeypatch, devices: int = 1) -> types.ModuleType:
-    """Put a fresh fake `cupy` (and `cupyx`) into sys.modules for one test; returns the cupy module."""
+    """Put a fresh fake `cupy` into sys.modules for one test; returns it."""
     import sys
 
     cp = module(devices)
     monkeypatch.setitem(sys.modules, "cupy", cp)
-    monkeypatch.setitem(sys.modules, "cupyx", types.SimpleNamespace(scatter_add=scatter_add))
     COUNTS.clear()
     return cp

@@ -12,7 +12,6 @@ import numpy as np
 
 from ..types import TensorType
 from .common import require_float, same_dtype
-from .manipulate import scatter_add
 from .registry import Attr, declare, tensor_arg
 
 _WINDOW_ATTRS = (Attr("strides", "ints", (1, 1)), Attr("padding", "ints", (0, 0, 0, 0)),
@@ -122,10 +121,10 @@ def _scatter_windows(xp, cols, in_shape, strides, padding, dilation):
     top, left, bottom, right = padding
     out = xp.zeros((n, c, h + top + bottom, w + left + right), dtype=cols.dtype)
     sh, sw = strides
-    if xp is not np:  # CuPy: one scatter kernel instead of kh * kw strided adds
+    if xp is not np:  # CuPy: one atomic scatter kernel (ufunc.at) instead of kh * kw strided adds
         rows = xp.arange(kh)[:, None, None, None] * dilation[0] + xp.arange(ho)[None, None, :, None] * sh
         columns = xp.arange(kw)[None, :, None, None] * dilation[1] + xp.arange(wo)[None, None, None, :] * sw
-        scatter_add(xp, out, (slice(None), slice(None), rows, columns), cols)
+        xp.add.at(out, (slice(None), slice(None), rows, columns), cols)
         return out[:, :, top:top + h, left:left + w]
     for i in range(kh):
         r = i * dilation[0]

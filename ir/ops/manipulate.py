@@ -340,28 +340,13 @@ def _infer_take_backward(op, types, shape, axis, mode):
     return TensorType(shape, data.dtype)
 
 
-def scatter_add(xp, out, index, values) -> None:
-    """out[index] += values, repeated positions accumulating: NumPy's add.at; on CuPy one cupyx.scatter_add
-    kernel (atomic adds, never a host loop), float16 through float32."""
-    if xp.__name__ == "numpy":
-        xp.add.at(out, index, values)
-        return
-    import cupyx  # ships with CuPy
-
-    if out.dtype.name == "float16":
-        wide = out.astype("float32")
-        cupyx.scatter_add(wide, index, values.astype("float32"))
-        out[...] = wide
-    else:
-        cupyx.scatter_add(out, index, values)
-
-
 def _take_backward(xp, data, indices, shape, axis, mode):
     out = xp.zeros(shape, data.dtype)
     axis %= len(shape)
-    # add.at, not assignment: repeated indices must accumulate.
+    # add.at, not assignment: repeated indices must accumulate. On CuPy (>= 12) ufunc.at is one atomic scatter
+    # kernel on the device (cupyx.scatter_add's, whose spelling CuPy now deprecates), never a host loop.
     index = _positions(xp, indices, shape[axis], mode, "grad.take_backward", axis)
-    scatter_add(xp, out, (slice(None),) * axis + (index,), data)
+    xp.add.at(out, (slice(None),) * axis + (index,), data)
     return out
 
 
