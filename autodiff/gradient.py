@@ -31,6 +31,7 @@ from ir.analysis import checkpoint_interior
 from ir.nodes import mark_derived
 from ir.ops import get_op
 from ir.printer import assign_names
+from ir.transform.base import paused_gc
 from ir.transform.unfuse import Unfuse, has_fused
 
 from .rules import VJPS
@@ -65,7 +66,8 @@ class Gradient:
                              f"block(s) ({sum(b.is_dataflow for b in fn.blocks)} dataflow)")
         target = self._target(fn)
         require = self._require(fn)
-        adjoint = _AdjointBuilder(fn, target, require).build()
+        with paused_gc():
+            adjoint = _AdjointBuilder(fn, target, require).build()
         return mod.with_function(f"{name}_adjoint", adjoint)
 
     def _target(self, fn: Function) -> Expr:

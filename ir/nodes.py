@@ -215,8 +215,11 @@ def free_vars(expr: Expr) -> Iterator[Var]:
     if isinstance(expr, Var):
         yield expr
     elif isinstance(expr, Call):
-        for a in expr.args:
-            yield from free_vars(a)
+        for a in expr.args:  # arguments are atoms: vars directly, tuples and items rarely
+            if isinstance(a, Var):
+                yield a
+            elif not isinstance(a, Constant):
+                yield from free_vars(a)
     elif isinstance(expr, Tuple):
         for f in expr.fields:
             yield from free_vars(f)
@@ -225,13 +228,29 @@ def free_vars(expr: Expr) -> Iterator[Var]:
 
 
 def substitute(expr: Expr, mapping: Mapping[Var, Expr]) -> Expr:
-    """A copy of expr with vars replaced; types are kept (mapping must preserve types)."""
+    """expr with vars replaced; types are kept (mapping must preserve types). Expressions are never
+    mutated, so a part that no replacement touches is returned as it is, not copied."""
+    if not mapping:
+        return expr
     if isinstance(expr, Var):
         return mapping.get(expr, expr)
     if isinstance(expr, Call):
-        return Call(expr.op, tuple(substitute(a, mapping) for a in expr.args), expr.attrs, expr.type)
+        args = expr.args
+        new = [_substitute_atom(a, mapping) for a in args]
+        if all(n is a for n, a in zip(new, args, strict=True)):
+            return expr
+        return Call(expr.op, tuple(new), expr.attrs, expr.type)
     if isinstance(expr, Tuple):
-        return Tuple(substitute(f, mapping) for f in expr.fields)
+        fields = expr.fields
+        new = [substitute(f, mapping) for f in fields]
+        return expr if all(n is f for n, f in zip(new, fields, strict=True)) else Tuple(new)
     if isinstance(expr, TupleGetItem):
-        return TupleGetItem(substitute(expr.tuple_value, mapping), expr.index)
+        inner = substitute(expr.tuple_value, mapping)
+        return expr if inner is expr.tuple_value else TupleGetItem(inner, expr.index)
     return expr
+
+
+def _substitute_atom(e: Expr, mapping: Mapping[Var, Expr]) -> Expr:
+    if isinstance(e, Var):
+        return mapping.get(e, e)
+    return e if isinstance(e, Constant) else substitute(e, mapping)

@@ -8,6 +8,7 @@ import numpy as np
 
 DTYPES = ("float16", "float32", "float64", "int32", "int64", "bool")
 FLOAT_DTYPES = ("float16", "float32", "float64")
+_DTYPE_SET = frozenset(DTYPES)
 
 
 class IRError(ValueError):
@@ -27,11 +28,14 @@ class TensorType:
     dtype: str = "float32"
 
     def __post_init__(self):
-        shape = _dims(self.shape)
-        if any(d < 0 for d in shape):
-            raise IRError(f"TensorType: negative dimension in shape {shape}")
-        object.__setattr__(self, "shape", shape)
-        check_dtype(self.dtype, "TensorType")
+        shape = self.shape
+        if type(shape) is not tuple or not all(type(d) is int and d >= 0 for d in shape):  # the common case is done
+            shape = _dims(shape)
+            if any(d < 0 for d in shape):
+                raise IRError(f"TensorType: negative dimension in shape {shape}")
+            object.__setattr__(self, "shape", shape)
+        if type(self.dtype) is not str or self.dtype not in _DTYPE_SET:
+            check_dtype(self.dtype, "TensorType")
 
     @property
     def ndim(self) -> int:

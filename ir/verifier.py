@@ -12,6 +12,7 @@ from .nodes import Binding, Call, Constant, Expr, Function, IRModule, Tuple, Tup
 from .ops.registry import make_call
 from .printer import print_expr
 from .structural import attrs_equal
+from .transform.base import paused_gc
 from .types import IRError, TensorType, TupleType
 
 
@@ -23,10 +24,12 @@ def verify(mod: IRModule) -> None:
     """
     if not isinstance(mod, IRModule):
         raise TypeError(f"verify expects an ir.IRModule, got {type(mod).__name__}")
-    for name, fn in mod.items():
-        if not isinstance(fn, Function):
-            raise IRError(f"verify: {name} is a {type(fn).__name__}, not an ir.Function")
-        _FunctionChecker(name).check(fn)
+    inferred: dict = {}  # one inference per distinct (op, argument types, attributes), shared by the functions
+    with paused_gc():
+        for name, fn in mod.items():
+            if not isinstance(fn, Function):
+                raise IRError(f"verify: {name} is a {type(fn).__name__}, not an ir.Function")
+            _FunctionChecker(name, inferred).check(fn)
 
 
 class _Names:
@@ -47,14 +50,35 @@ def _text(e: Expr) -> str:
         return repr(e)
 
 
+def _attrs_key(attrs: dict) -> tuple:
+    return tuple((k, _value_key(v)) for k, v in attrs.items())
+
+
+def _value_key(v):
+    """A hashable key equal only for attribute values of the same kinds and spellings (True is not 1,
+    -0.0 is not 0.0, a tuple is not a list), so equal keys normalize and infer alike."""
+    if isinstance(v, list | tuple):
+        return type(v), tuple(_value_key(x) for x in v)
+    return type(v), repr(v)
+
+
 class _FunctionChecker:
-    def __init__(self, name: str):
+    def __init__(self, name: str, inferred: dict):
         self.name = name
+        self.inferred = inferred
         self.defined: set[Var] = set()
-        self.where = ""
+        self.at: tuple | None = None  # (index, binding) or ("return", body): printed only on failure
 
     def fail(self, message: str) -> IRError:
-        return IRError(f"verify: function {self.name}{self.where}: {message}")
+        return IRError(f"verify: function {self.name}{self._where()}: {message}")
+
+    def _where(self) -> str:
+        if self.at is None:
+            return ""
+        if self.at[0] == "return":
+            return f", return value ({_text(self.at[1])})"
+        i, b = self.at
+        return f", binding {i} ({b.var.name} = {_text(b.value)})"
 
     def check(self, fn: Function) -> None:
         kinds = [("dataflow" if b.is_dataflow else "plain") for b in fn.blocks]
@@ -71,9 +95,9 @@ class _FunctionChecker:
         for i, b in enumerate(fn.blocks[0].bindings):
             if not isinstance(b, Binding):
                 raise self.fail(f"binding {i} is a {type(b).__name__}, not an ir.Binding")
-            self.where = f", binding {i} ({b.var.name} = {_text(b.value)})"
+            self.at = (i, b)
             self.binding(b.var, b.value)
-        self.where = f", return value ({_text(fn.body)})"
+        self.at = ("return", fn.body)
         self.atom(fn.body, allow_item=True)
 
     def binding(self, var: Var, value: Expr) -> None:
@@ -82,14 +106,21 @@ class _FunctionChecker:
         if isinstance(value, Call):
             for a in value.args:
                 self.atom(a, allow_item=True)
-            try:
-                again = make_call(value.op, value.args, value.attrs)
-            except (IRError, TypeError) as e:
-                raise self.fail(f"inference rejects the call: {e}") from None
-            if again.type != value.type:
-                raise self.fail(f"the call carries type {value.type}, inference says {again.type}")
-            if not attrs_equal(again.attrs, value.attrs):
-                raise self.fail(f"attributes {value.attrs} are not normalized (expected {again.attrs}); "
+            # Inference reads only the op, the argument types and the attributes: a deep model repeats the
+            # same few calls layer after layer, and the adjoint repeats the forward, so each is inferred once.
+            key = (value.op, tuple(a.type for a in value.args), _attrs_key(value.attrs))
+            known = self.inferred.get(key)
+            if known is None:
+                try:
+                    again = make_call(value.op, value.args, value.attrs)
+                except (IRError, TypeError) as e:
+                    raise self.fail(f"inference rejects the call: {e}") from None
+                known = self.inferred[key] = (again.type, attrs_equal(again.attrs, value.attrs), again.attrs)
+            inferred_type, normalized, expected = known
+            if inferred_type != value.type:
+                raise self.fail(f"the call carries type {value.type}, inference says {inferred_type}")
+            if not normalized:
+                raise self.fail(f"attributes {value.attrs} are not normalized (expected {expected}); "
                                 "build calls with ir.make_call")
         else:  # a tuple field may appear anywhere an argument may, nested too (`lv[0][1]`), as in TVMScript
             self.atom(value, allow_item=True)

@@ -10,6 +10,7 @@ import numpy as np
 
 import ir
 from ir import Binding, Builder, IRModule, TensorType, Var, free_vars, make_call, substitute
+from ir.transform.base import paused_gc
 
 from .source import user_source
 from .tensor import Tensor, TraceError, dtype_name, pop_trace, push_trace
@@ -160,14 +161,15 @@ def trace_function(fn, args, names=None, scalars_as_inputs: bool = False) -> Tra
         inputs.append((i, sym_args[-1], var))
     push_trace(ctx)
     try:
-        out = fn(*sym_args)
-        body, tree = _flatten_output(out, ctx)
+        with paused_gc():  # recording allocates much and frees little (see ir.transform.base.paused_gc)
+            out = fn(*sym_args)
+            body, tree = _flatten_output(out, ctx)
     finally:
         pop_trace()
-    keys = list(ctx.captured)
+    position = {k: i for i, k in enumerate(ctx.captured)}
     # a number argument rebound in place (`n += 1`) is a new local value, as in Python: nothing to write back
     writes = [("arg", i, sym._var) for i, sym, var in inputs if sym._var is not var and not sym._weak]
-    writes += [("captured", keys.index(k), v) for k, (_, v) in ctx.writes.items()]
+    writes += [("captured", position[k], v) for k, (_, v) in ctx.writes.items()]
     full = ir.Tuple([body] + [w[2] for w in writes])
     bindings, full = insert_checkpoint_markers(ctx.builder.bindings, ctx.regions, full)
     body, written = full.fields[0], full.fields[1:]
