@@ -14,6 +14,8 @@ from .device import CPU, device, device_of, move, parse
 from .math import as_tensor, astype, greater, not_equal, stop_gradient
 from .tensor import Tensor, active_trace, apply, array_module_of, dtype_name, to_expr
 
+_device = device  # `to` and `cuda` take an argument named device, as torch's
+
 # ---------------------------------------------------------------- conversion methods
 
 
@@ -59,9 +61,6 @@ def to(self, *args, dtype=None, device=None, copy: bool = False) -> Tensor:
     if copy and y is self and self._var is None:
         y = Tensor.wrap(self._data.copy())
     return y
-
-
-_device = device
 
 
 def _to_device(x: Tensor, dev: device) -> Tensor:
