@@ -10,7 +10,7 @@ leaves the report of the parts that finished):
 
 Parts (they run in the order of PARTS below, the fastest first), each in its own try/except with a time
 budget (a part past its budget stops between units and says `"truncated": true`; an exception is recorded
-with its traceback and the next part runs):
+with its traceback and the next part runs; the whole run keeps to --time-limit, 225 s by default):
 
 1. environment: Python, NumPy, CuPy and CUDA versions, the GPU's name and memory, torch and its CUDA;
 2. op_cases: every row of the op-case table (tests/cases), forward and gradient, on the device against NumPy
@@ -444,6 +444,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--small", action="store_true", help="tiny sizes and a subset of the op cases (for tests)")
     p.add_argument("--parts", nargs="*", choices=[name for name, _ in PARTS], help="run only these parts")
     p.add_argument("--budget-scale", type=float, default=1.0, help="multiply every part's time budget")
+    p.add_argument("--time-limit", type=float, default=225.0,
+                   help="seconds for the whole run (default 225): no part runs on past it, later parts are skipped")
     args = p.parse_args(argv)
     args.out = Path(args.out_option or args.out or "gpu_check.json")
     return args
@@ -462,14 +464,20 @@ def main(argv=None) -> dict:
         report["error"] = traceback.format_exc()
         _write(args.out, report)
         raise
+    end = time.perf_counter() + args.time_limit
     for name, budget in PARTS:
         if args.parts and name not in args.parts:
             continue
         budget *= args.budget_scale
         start = time.perf_counter()
+        if start >= end:
+            report["parts"][name] = {"status": "skipped", "seconds": 0.0, "budget_s": budget,
+                                     "reason": f"the run's --time-limit of {args.time_limit:.0f} s was spent"}
+            _write(args.out, report)
+            continue
         print(f"gpu_check: {name} (budget {budget:.0f} s) ...", flush=True)
         try:
-            result, status = FUNCTIONS[name](ctx, start + budget), "ok"
+            result, status = FUNCTIONS[name](ctx, min(start + budget, end)), "ok"
         except Exception:
             result, status = {"traceback": traceback.format_exc()}, "error"
         seconds = time.perf_counter() - start

@@ -83,3 +83,11 @@ def test_a_part_past_its_budget_stops_between_units(tmp_path):
 @pytest.mark.parametrize("argv, want", [([], "gpu_check.json"), (["x.json"], "x.json"), (["--out", "y.json"], "y.json")])
 def test_the_report_path(argv, want):
     assert str(gpu_check.parse_args(argv).out) == want
+
+
+def test_parts_after_the_runs_time_limit_are_skipped_and_say_so(tmp_path):
+    out = tmp_path / "limit.json"
+    gpu_check.main(["--device", "cpu", "--small", "--parts", "environment", "op_cases", "--time-limit", "0",
+                    "--out", str(out)])
+    parts = _parts(out)
+    assert [p["status"] for p in parts.values()] == ["skipped", "skipped"] and "time-limit" in parts["op_cases"]["reason"]
