@@ -26,3 +26,13 @@ def gradients_on_both(case, cp, device="cuda"):
     cpu = ir.Executor(mod)["main_adjoint"](*inputs)[1]
     gpu = ir.Executor(mod, device=device, check_types=True)["main_adjoint"](*[cp.asarray(a) for a in inputs])[1]
     return list(zip(cpu, gpu, strict=True))
+
+
+# rows whose function mixes in a host tensor of its own (T.arange(4) * x, W @ x with W a NumPy array): eagerly
+# a device error, as in torch (torch.arange(4) * x_cuda); traced, the host tensor is a constant and runs anywhere
+HOST_OPERAND_ROWS = frozenset({"arange_times_x", "matmul_rmatmul_array"})
+
+
+def eager_on_device(case, cp):
+    """The row run eagerly on tensors on the device: [outputs], as tracer Tensors."""
+    return flat(case.fn(*[tracer.tensor(cp.asarray(a)) for a in case.inputs], **case.kwargs))

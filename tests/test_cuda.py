@@ -12,7 +12,7 @@ import tracer
 from nn import functional as F
 from nn import optim
 from tests.cases import all_cases
-from tests.devices import forward_on_both, gradients_on_both
+from tests.devices import HOST_OPERAND_ROWS, eager_on_device, forward_on_both, gradients_on_both
 
 
 def _gpu():
@@ -32,6 +32,15 @@ CASES = all_cases()
 def test_forward_matches_cpu(case):
     for c, g in forward_on_both(case, cp):
         np.testing.assert_allclose(cp.asnumpy(g), c, rtol=1e-4, atol=1e-5, err_msg=case.name)
+
+
+EAGER = [c for c in CASES if c.name not in HOST_OPERAND_ROWS]
+
+
+@pytest.mark.parametrize("case", EAGER, ids=[c.name for c in EAGER])
+def test_eager_rows_on_gpu_tensors_match_cpu(case):
+    for (c, _), e in zip(forward_on_both(case, cp), eager_on_device(case, cp), strict=True):
+        np.testing.assert_allclose(e.numpy(), c, rtol=1e-4, atol=1e-5, err_msg=case.name)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.grad], ids=[c.name for c in CASES if c.grad])

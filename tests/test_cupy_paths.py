@@ -13,7 +13,7 @@ import tracer
 from nn import optim
 from tests import fake_cupy
 from tests.cases import all_cases
-from tests.devices import flat, forward_on_both, gradients_on_both
+from tests.devices import HOST_OPERAND_ROWS, eager_on_device, flat, forward_on_both, gradients_on_both
 
 rng = np.random.default_rng(0)
 
@@ -134,21 +134,15 @@ def test_value_and_grad_runs_on_cuda_for_captured_cupy_weights(cp):
 CASES = all_cases()
 
 
-# rows whose function mixes in a host tensor of its own (T.arange(4) * x, W @ x with W a NumPy array): eagerly
-# a device error, as in torch (torch.arange(4) * x_cuda); traced, the host tensor is a constant and runs anywhere
-HOST_OPERAND_ROWS = {"arange_times_x", "matmul_rmatmul_array"}
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_every_case_runs_on_the_cupy_path(cp, case):
     """A kernel that reaches for NumPy on a device array (np.* instead of xp.*) fails here, on a CPU."""
-    device_inputs = [tracer.tensor(cp.asarray(a)) for a in case.inputs]
     if case.name in HOST_OPERAND_ROWS:
         with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
-            case.fn(*device_inputs, **case.kwargs)
+            eager_on_device(case, cp)
         eager = None
     else:
-        eager = flat(case.fn(*device_inputs, **case.kwargs))
+        eager = eager_on_device(case, cp)
     both = forward_on_both(case, cp)
     for k, (c, g) in enumerate(both):
         assert _on_gpu(g)  # (an eager result may live on the host: tracer.rand(shape) makes a NumPy array)
