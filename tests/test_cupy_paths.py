@@ -285,3 +285,16 @@ def test_state_dicts_copies_and_initialisers_write_into_gpu_tensors(cp):
     assert _on_gpu(w._data) and w.numpy().tolist() == np.ones(w.shape).tolist()
     p = nn.Parameter(tracer.ones(2, device="cuda"))
     assert _on_gpu(p._data) and _on_gpu(nn.Parameter(cp.asarray(np.zeros(2)))._data)
+
+
+def test_an_optimizer_on_the_gpu_saves_host_state_and_loads_it_back_onto_the_device(cp, tmp_path):
+    w = nn.Parameter(cp.asarray(np.ones((2, 3), "float32")))
+    opt = optim.Adam([w], lr=0.1)
+    opt.step([cp.asarray(np.full((2, 3), 0.5, "float32"))])
+    saved = opt.state_dict()
+    assert all(isinstance(v, np.ndarray) for v in saved["state"]["0"].values())
+    nn.save({"opt": saved["state"]["0"]}, tmp_path / "opt.npz")  # savable, as the docstring says
+    again = optim.Adam([w], lr=0.1)
+    again.load_state_dict(saved)
+    assert all(_on_gpu(v) for v in again.state[0].values())
+    np.testing.assert_array_equal(again.state[0]["exp_avg"].get(), opt.state[0]["exp_avg"].get())

@@ -138,8 +138,10 @@ class Optimizer(ABC):
         """Update parameter array p in place from gradient g, with this parameter's state."""
 
     def state_dict(self) -> dict:
-        """{"lr", "step", "state": {"<param index>": {name: array}}}: copies, savable with nn.save."""
-        state = {str(i): {k: v.copy() for k, v in s.items()} for i, s in enumerate(self.state)}
+        """{"lr", "step", "state": {"<param index>": {name: array}}}: copies, savable with nn.save (NumPy arrays,
+        also for parameters on a GPU; load_state_dict puts them back on the parameters' device)."""
+        state = {str(i): {k: v.copy() if isinstance(v, np.ndarray) else v.get() for k, v in s.items()}
+                 for i, s in enumerate(self.state)}
         return {"lr": self.lr, "step": self.step_count, "state": state}
 
     def load_state_dict(self, state_dict: dict) -> None:
