@@ -90,6 +90,8 @@ def test_tensors_move_to_the_gpu_and_back(cp):
     assert g.numpy().tolist() == a.tolist()  # .numpy() copies back (torch asks for .cpu().numpy() first)
     assert g.to("cuda", "float64").dtype == "float64" and _on_gpu(g.to("cuda", "float64"))
     assert tracer.ones(2).to(g).device == "cuda"  # to(other) takes its device too
+    assert repr(tracer.ones(2).cuda()) == 'Tensor([1., 1.], dtype="float32", device="cuda:0")'
+    assert repr(tracer.ones(2)) == 'Tensor([1., 1.], dtype="float32")'
     with pytest.raises(ValueError, match="cuda: expected a CUDA device"):
         tracer.ones(2).cuda("cpu")
 

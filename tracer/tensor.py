@@ -14,7 +14,7 @@ import ir
 from ir import Constant, Expr, TensorType, Var, make_call
 from ir.ops import get_op
 
-from .device import check_same_device
+from .device import check_same_device, device_of
 
 _DTYPE_NAMES = {np.dtype(d): d for d in ir.DTYPES}
 
@@ -240,7 +240,8 @@ class Tensor:
         if self._var is not None:
             return f"Tensor(traced {self._var.type})"
         body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(")
-        return f'Tensor({body}, dtype="{self.dtype}")'
+        where = "" if isinstance(self._data, np.ndarray) else f', device="{device_of(self._data)}"'  # as torch's
+        return f'Tensor({body}, dtype="{self.dtype}"{where})'
 
 
 # ---------------------------------------------------------------- dispatch
