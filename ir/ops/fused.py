@@ -394,8 +394,11 @@ def _numexpr_plan(expr: str):
 
 def _fused_kernel(xp, xs, expr):
     node = parse_expr(expr)
-    if xp is not np:
-        return xp.asarray(_evaluate(xp, node, list(xs)))
+    if xp is not np:  # CuPy: one generated ElementwiseKernel launch (ir/ops/fused_cuda.py), else op by op
+        from .fused_cuda import run
+
+        out = run(xp, xs, expr)
+        return out if out is not None else xp.asarray(_evaluate(xp, node, list(xs)))
     prog = _program(expr, tuple([(x.shape, x.dtype) for x in xs]))  # dtype.name costs 10 us: not per call
     if prog.steps is None:  # 0-d: kernels may give NumPy scalars
         out = np.asarray(_evaluate(xp, node, list(xs)))
