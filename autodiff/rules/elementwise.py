@@ -219,11 +219,13 @@ def nn_gelu_vjp(b, call, out, g):
         x2 = b.call("multiply", x, x)
         inner = b.call("multiply", _c(k, x), b.call("add", x, b.call("multiply", _c(0.044715, x),
                                                                            b.call("multiply", x2, x))))
-        t = b.call("tanh", inner)
         dinner = b.call("multiply", _c(k, x), b.call("add", _c(1.0, x), b.call("multiply", _c(3 * 0.044715, x), x2)))
-        sech2 = b.call("subtract", _c(1.0, x), b.call("multiply", t, t))
+        t = b.call("tanh", inner)
+        # emitted in the order that lets each temporary die soonest (x2, then sech2 and dinner): the values
+        # are the same products, and a transformer block's backward holds two fewer full-size arrays
+        slope = b.call("multiply", b.call("subtract", _c(1.0, x), b.call("multiply", t, t)), dinner)
         left = b.call("multiply", _c(0.5, x), b.call("add", _c(1.0, x), t))
-        right = b.call("multiply", b.call("multiply", _c(0.5, x), x), b.call("multiply", sech2, dinner))
+        right = b.call("multiply", b.call("multiply", _c(0.5, x), x), slope)
         return [b.call("multiply", g, b.call("add", left, right))]
     phi = b.call("multiply", _c(1.0 / math.sqrt(2.0 * math.pi), x),
                  b.call("exp", b.call("multiply", _c(-0.5, x), b.call("multiply", x, x))))

@@ -6,6 +6,7 @@ from .fold import FoldConstants
 from .fuse import FuseElementwise
 from .layout import LayoutLowering
 from .lower import BatchedWeightGradients, SliceGradientsToConcat
+from .remat import RecomputeActivations, ReluMask
 from .simplify import Simplify
 from .unfuse import Unfuse
 
@@ -22,12 +23,14 @@ def optimize() -> Sequential:
     """What a compiled step runs on top of cleanup(): fold scalar constants and the broadcasts that
     elementwise ops make themselves (FoldConstants), one 2-D matmul for each weight gradient of a batched
     matmul (BatchedWeightGradients), a concat for gradients of slices that tile an axis
-    (SliceGradientsToConcat), transposes folded into the new matmuls (LayoutLowering), then drop what that
-    left dead. cleanup() alone keeps the adjoint as Relax's Gradient pass documents it."""
-    return Sequential([FoldConstants(), BatchedWeightGradients(), SliceGradientsToConcat(), LayoutLowering(),
-                       Simplify(), DeadCodeElimination()])
+    (SliceGradientsToConcat), ReLU's backward mask read from its output (ReluMask), transposes folded into
+    the new matmuls (LayoutLowering), drop what that left dead, and recompute large activations whose
+    input is kept anyway instead of keeping them from the forward to the backward pass
+    (RecomputeActivations). cleanup() alone keeps the adjoint as Relax's Gradient pass documents it."""
+    return Sequential([FoldConstants(), BatchedWeightGradients(), SliceGradientsToConcat(), ReluMask(),
+                       LayoutLowering(), Simplify(), DeadCodeElimination(), RecomputeActivations()])
 
 
 __all__ = ["BatchedWeightGradients", "CommonSubexpressionElimination", "DeadCodeElimination", "FoldConstants",
-           "FunctionPass", "FuseElementwise", "LayoutLowering", "Pass", "Sequential", "Simplify",
-           "SliceGradientsToConcat", "Unfuse", "cleanup", "optimize"]
+           "FunctionPass", "FuseElementwise", "LayoutLowering", "Pass", "RecomputeActivations", "ReluMask",
+           "Sequential", "Simplify", "SliceGradientsToConcat", "Unfuse", "cleanup", "optimize"]

@@ -5,20 +5,11 @@ import pytest
 
 import ir
 import tracer
-from autodiff import Gradient
 from ir.ops.registry import make_call
 from ir.transform import FoldConstants, optimize
 from ir.transform.fold import _fold
-
-
-def _ops(fn):
-    return [b.value.op for b in fn.bindings if isinstance(b.value, ir.Call)]
-
-
-def _step(fn, *args):
-    mod = tracer.trace(fn, *args)
-    params = [p for p in mod["main"].params if p.type.is_float]
-    return ir.transform.cleanup()(Gradient("main", require_grads=params)(mod))
+from tests.ir.adjoints import adjoint as _step
+from tests.ir.adjoints import ops as _ops
 
 
 def _loss(x, y, w):

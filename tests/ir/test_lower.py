@@ -5,18 +5,9 @@ import pytest
 
 import ir
 import tracer
-from autodiff import Gradient
 from ir.transform import BatchedWeightGradients, SliceGradientsToConcat, optimize
-
-
-def _ops(fn):
-    return [b.value.op for b in fn.bindings if isinstance(b.value, ir.Call)]
-
-
-def _adjoint(fn, *args):
-    mod = tracer.trace(fn, *args)
-    params = [p for p in mod["main"].params if p.type.is_float]
-    return ir.transform.cleanup()(Gradient("main", require_grads=params)(mod))
+from tests.ir.adjoints import adjoint as _adjoint
+from tests.ir.adjoints import ops as _ops
 
 
 def _agree(mod, new, args, rtol=1e-5):

@@ -1,0 +1,15 @@
+"""Helpers of the optimize() pass tests: a cleaned-up adjoint of a traced function, and its op names."""
+import ir
+import tracer
+from autodiff import Gradient
+
+
+def ops(fn) -> list[str]:
+    return [b.value.op for b in fn.bindings if isinstance(b.value, ir.Call)]
+
+
+def adjoint(fn, *args) -> ir.IRModule:
+    """main and the cleaned-up main_adjoint of fn, differentiated with respect to its float arguments."""
+    mod = tracer.trace(fn, *args)
+    params = [p for p in mod["main"].params if p.type.is_float]
+    return ir.transform.cleanup()(Gradient("main", require_grads=params)(mod))
