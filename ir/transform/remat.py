@@ -6,9 +6,10 @@ gradient of the matmul), so both stay alive from the forward pass to the backwar
 of the MLP's width for every block. When the input stays alive anyway, computing the activation a
 second time just before its first backward use costs one elementwise pass and frees one array per
 block for the whole span between. This is the choice PyTorch's min-cut partitioner makes for
-pointwise ops under torch.compile. Only single-input activations of at least `min_bytes` whose uses
-fall into two groups (forward, backward) far apart are recomputed, and only when the input's last
-use is at or after the recomputation, so no value lives longer than before.
+pointwise ops under torch.compile. Only activations (and LayerNorm, whose VJP reads its input too) of
+at least `min_bytes` whose uses fall into two groups (forward, backward) far apart are recomputed,
+and only when each input's last use is at or after the recomputation (or the input is tiny, as
+LayerNorm's bias), so no large value lives longer than before.
 
 **ReLU's mask from its output** (ReluMask). ReLU's VJP selects the gradient where `x <= 0`; the same
 elements are those where `relu(x) <= 0` (0 exactly when x <= 0, NaN where x is NaN). Reading the
@@ -25,7 +26,7 @@ from ..ops.registry import make_call
 from ..types import TensorType
 from .base import FunctionPass, replace_bindings
 
-ACTIVATIONS = frozenset({"nn.gelu", "tanh", "sigmoid", "nn.silu"})
+ACTIVATIONS = frozenset({"nn.gelu", "tanh", "sigmoid", "nn.silu", "nn.layer_norm"})
 MIN_GAP = 8  # bindings between the forward and the backward use
 
 
@@ -57,15 +58,18 @@ class RecomputeActivations(FunctionPass):
             value = b.value
             if not (isinstance(value, Call) and value.op in ACTIVATIONS and _nbytes(b.var.type) >= self.min_bytes):
                 continue
-            inputs = [a for a in value.args if isinstance(a, Var)]
-            if len(inputs) != 1 or any(not isinstance(a, Var | Constant) for a in value.args):
+            if any(not isinstance(a, Var | Constant) for a in value.args):
                 continue
             at = uses.get(b.var, [])
             if len(at) < 2:
                 continue
             gap, k = max((at[j + 1] - at[j], j) for j in range(len(at) - 1))
             late = at[k + 1]
-            if gap < MIN_GAP or late >= n or max(uses[inputs[0]]) < late:
+            if gap < MIN_GAP or late >= n:
+                continue
+            # every input must be alive at the recomputation anyway, or be tiny (LayerNorm's beta)
+            small = _nbytes(b.var.type) // 64
+            if any(isinstance(a, Var) and max(uses[a]) < late and _nbytes(a.type) > small for a in value.args):
                 continue
             again = Var(f"{b.var.name}_again", b.var.type)
             insert.setdefault(late, []).append(Binding(again, value))

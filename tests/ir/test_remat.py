@@ -70,3 +70,22 @@ def test_relu_mask_from_the_output_lets_the_input_die():
     assert peak1 <= peak0
     for a, b in zip(g1, g0, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_layer_norm_outputs_are_recomputed_with_their_small_parameters():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((512, 256)).astype("float32")
+    ws = [rng.standard_normal((256, 256)).astype("float32") * 0.1 for _ in range(3)]
+    g, b = np.ones(256, "float32"), np.zeros(256, "float32")
+
+    def fn(x, w1, w2, w3, g, b):
+        h = tracer.layer_norm(x @ w1, g, b) @ w2
+        return (tracer.layer_norm(h, g, b) @ w3).sum()
+    mod = _adjoint(fn, x, *ws, g, b)
+    new = RecomputeActivations(min_bytes=1)(mod)
+    assert _ops(new["main_adjoint"]).count("nn.layer_norm") > _ops(mod["main_adjoint"]).count("nn.layer_norm")
+    (v0, g0), peak0 = _run(mod, [x, *ws, g, b])
+    (v1, g1), peak1 = _run(new, [x, *ws, g, b])
+    assert peak1 < peak0
+    for a, c in zip(g1, g0, strict=True):
+        assert a.tobytes() == c.tobytes()
