@@ -3,9 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .nodes import Binding, Block, Constant, Expr, Function, Tuple, TupleGetItem, Var
+from .nodes import Binding, Block, Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
 from .ops.registry import make_call
+from .structural import attrs_key
 from .types import TensorType, Type
+
+# (op, argument types, attrs_key) -> (normalized attributes, result type) of calls already built
+_INFERRED: dict[tuple, tuple] = {}
+_INFERRED_MAX = 4096
 
 
 class Builder:
@@ -33,7 +38,19 @@ class Builder:
 
     def call(self, op: str, *args, name: str = "lv", **attrs) -> Var:
         """Emit `op(*args, **attrs)`; list/tuple arguments become tuple expressions."""
-        return self.emit(make_call(op, [as_expr(a) for a in args], attrs), name)
+        args = [as_expr(a) for a in args]
+        # make_call's checks and inference read only the op, the argument types and the attributes: the
+        # VJP rules emit the same few calls layer after layer, so each distinct one is inferred once
+        key = (op, tuple([a.type for a in args]), attrs_key(attrs))
+        known = _INFERRED.get(key)
+        if known is None:
+            call = make_call(op, args, attrs)
+            if len(_INFERRED) >= _INFERRED_MAX:
+                _INFERRED.clear()
+            _INFERRED[key] = (call.attrs, call.type)
+        else:
+            call = Call(op, tuple(args), dict(known[0]), known[1])
+        return self.emit(call, name)
 
     def tuple(self, fields, name: str = "lv") -> Var:
         return self.emit(Tuple(fields), name)

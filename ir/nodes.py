@@ -236,10 +236,19 @@ def substitute(expr: Expr, mapping: Mapping[Var, Expr]) -> Expr:
         return mapping.get(expr, expr)
     if isinstance(expr, Call):
         args = expr.args
-        new = [_substitute_atom(a, mapping) for a in args]
-        if all(n is a for n, a in zip(new, args, strict=True)):
-            return expr
-        return Call(expr.op, tuple(new), expr.attrs, expr.type)
+        new = None
+        for i, a in enumerate(args):
+            if isinstance(a, Var):
+                r = mapping.get(a, a)
+            elif isinstance(a, Constant):
+                continue
+            else:
+                r = substitute(a, mapping)
+            if r is not a:
+                if new is None:
+                    new = list(args)
+                new[i] = r
+        return expr if new is None else Call(expr.op, tuple(new), expr.attrs, expr.type)
     if isinstance(expr, Tuple):
         fields = expr.fields
         new = [substitute(f, mapping) for f in fields]
@@ -248,9 +257,3 @@ def substitute(expr: Expr, mapping: Mapping[Var, Expr]) -> Expr:
         inner = substitute(expr.tuple_value, mapping)
         return expr if inner is expr.tuple_value else TupleGetItem(inner, expr.index)
     return expr
-
-
-def _substitute_atom(e: Expr, mapping: Mapping[Var, Expr]) -> Expr:
-    if isinstance(e, Var):
-        return mapping.get(e, e)
-    return e if isinstance(e, Constant) else substitute(e, mapping)

@@ -104,3 +104,20 @@ def attrs_equal(a, b) -> bool:
     if isinstance(a, float):
         return math.isnan(b) if math.isnan(a) else a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
     return a == b
+
+
+def attrs_key(attrs: dict) -> tuple:
+    """A hashable key of a call's attributes, equal only for values of the same kinds and spellings
+    (True is not 1, -0.0 is not 0.0, a tuple is not a list, keys in the same order): calls of one op on
+    the same argument types with equal keys normalize and infer alike, so inference can be done once.
+
+    >>> attrs_key({"axis": (1,), "keepdims": True}) == attrs_key({"axis": [1], "keepdims": True})
+    False
+    """
+    return tuple([(k, _value_key(v)) for k, v in attrs.items()]) if attrs else ()
+
+
+def _value_key(v):
+    if isinstance(v, list | tuple):
+        return type(v), tuple([_value_key(x) for x in v])
+    return type(v), repr(v)

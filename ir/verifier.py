@@ -11,7 +11,7 @@ import numpy as np
 from .nodes import Binding, Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from .ops.registry import make_call
 from .printer import print_expr
-from .structural import attrs_equal
+from .structural import attrs_equal, attrs_key
 from .transform.base import paused_gc
 from .types import IRError, TensorType, TupleType
 
@@ -48,18 +48,6 @@ def _text(e: Expr) -> str:
         return print_expr(e, _Names())
     except Exception:  # an unknown op cannot be printed; the message still needs something readable
         return repr(e)
-
-
-def _attrs_key(attrs: dict) -> tuple:
-    return tuple((k, _value_key(v)) for k, v in attrs.items())
-
-
-def _value_key(v):
-    """A hashable key equal only for attribute values of the same kinds and spellings (True is not 1,
-    -0.0 is not 0.0, a tuple is not a list), so equal keys normalize and infer alike."""
-    if isinstance(v, list | tuple):
-        return type(v), tuple(_value_key(x) for x in v)
-    return type(v), repr(v)
 
 
 class _FunctionChecker:
@@ -108,7 +96,7 @@ class _FunctionChecker:
                 self.atom(a, allow_item=True)
             # Inference reads only the op, the argument types and the attributes: a deep model repeats the
             # same few calls layer after layer, and the adjoint repeats the forward, so each is inferred once.
-            key = (value.op, tuple(a.type for a in value.args), _attrs_key(value.attrs))
+            key = (value.op, tuple(a.type for a in value.args), attrs_key(value.attrs))
             known = self.inferred.get(key)
             if known is None:
                 try:

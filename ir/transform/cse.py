@@ -9,11 +9,12 @@ from .base import FunctionPass, replace_bindings
 def _key(expr):
     if isinstance(expr, Var):
         return ("var", id(expr))
+    if isinstance(expr, Call):
+        attrs = expr.attrs
+        akey = tuple(sorted([(k, repr(v)) for k, v in attrs.items()])) if attrs else ()
+        return ("call", expr.op, tuple([("var", id(a)) if isinstance(a, Var) else _key(a) for a in expr.args]), akey)
     if isinstance(expr, Constant):
         return ("const", expr.data.dtype.str, expr.data.shape, expr.data.tobytes())
-    if isinstance(expr, Call):
-        attrs = tuple(sorted((k, repr(v)) for k, v in expr.attrs.items()))
-        return ("call", expr.op, tuple(_key(a) for a in expr.args), attrs)
     if isinstance(expr, Tuple):
         return ("tuple", tuple(_key(f) for f in expr.fields))
     if isinstance(expr, TupleGetItem):

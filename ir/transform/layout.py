@@ -14,8 +14,6 @@ without copying), and a transpose of a transpose cancels, so `(A.T @ B).T` becom
 """
 from __future__ import annotations
 
-from collections import Counter
-
 from ..nodes import Binding, Call, Expr, Function, Var, free_vars
 from ..ops.registry import make_call
 from .base import FunctionPass, replace_bindings
@@ -33,19 +31,22 @@ class LayoutLowering(FunctionPass):
         if len(fn.blocks) != 1:
             return fn
         bindings = fn.blocks[0].bindings
-        uses: Counter = Counter()
-        for b in bindings:
-            uses.update(_operand_vars(b.value))
-        uses.update(_operand_vars(fn.body))
         defs: dict[Var, Expr] = {b.var: b.value for b in bindings}
-        fold: dict[Var, Call] = {}  # matmul var -> the permute that is its only use
+        candidates = []  # transposes of matmul results
         for b in bindings:
             v = b.value
-            if not (isinstance(v, Call) and v.op == "permute_dims" and isinstance(v.args[0], Var)):
+            if isinstance(v, Call) and v.op == "permute_dims" and isinstance(v.args[0], Var):
+                inner = defs.get(v.args[0])
+                if isinstance(inner, Call) and inner.op == "matmul":
+                    candidates.append(v)
+        if not candidates:
+            return fn
+        uses = _use_counts(bindings, fn.body)
+        fold: dict[Var, Call] = {}  # matmul var -> the permute that is its only use
+        for v in candidates:
+            if uses[v.args[0]] != 1:
                 continue
-            inner = defs.get(v.args[0])
-            if not (isinstance(inner, Call) and inner.op == "matmul" and uses[v.args[0]] == 1):
-                continue
+            inner = defs[v.args[0]]
             a, c = inner.args
             ndim = v.args[0].type.ndim
             axes = v.attrs["axes"] or tuple(reversed(range(ndim)))
@@ -85,8 +86,13 @@ def _transposed(x: Expr, defs, fold, name: str) -> tuple[Expr, list[Binding]]:
     return var, [Binding(var, call)]
 
 
-def _operand_vars(e: Expr):
-    return list(free_vars(e))
+def _use_counts(bindings, body) -> dict[Var, int]:
+    """How many times each var is read (twice by `x @ x`)."""
+    uses: dict[Var, int] = {}
+    for e in [b.value for b in bindings] + [body]:
+        for u in free_vars(e):
+            uses[u] = uses.get(u, 0) + 1
+    return uses
 
 
 __all__ = ["LayoutLowering"]
