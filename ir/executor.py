@@ -163,6 +163,7 @@ class CompiledFunction:
         self.body = fn.body
         self.slot = slot
         self.op_counts = dict(counts)
+        self._counts = dict(counts)  # what stats.op_counts shows after a generated call
         self.body_plan = self._plan(operand)
         self.n_slots = n_slots  # params, bindings, then constants and inline tuples
         self.frees = self._last_uses()
@@ -248,7 +249,7 @@ class CompiledFunction:
                 if self._fast is None:
                     self._fast = generate(self)
                 self.stats.peak_bytes = peak
-                self.stats.op_counts = dict(self.op_counts)
+                self.stats.op_counts = self._counts  # one copy, made once: per call, only the reference
                 return self._fast[1](*args)
             result = self._interpret(args)
             self._peaks[key] = self.stats.peak_bytes
