@@ -10,7 +10,8 @@ Opt-in for now: `TRACEGRAD_FUSE=1` in the environment (or `set_enabled(True)`, o
 makes `ir.transform.cleanup()` (so `autodiff.value_and_grad`) fuse; otherwise the pass is the identity
 unless built with `force=True`. A module holding fused bindings still differentiates: the Gradient
 pass expands them first (`ir.transform.Unfuse`, so each sub-op's own VJP rule runs). Off by default:
-on NumPy it does not pay (docs/benchmarks.md), and golden tests count the unfused ops.
+on NumPy it does not pay (docs/benchmarks.md), and golden tests count the unfused ops. Pattern passes
+that run after `cleanup()` (`optimize()`'s) do not see through a fused chain: fusion belongs last.
 """
 from __future__ import annotations
 
