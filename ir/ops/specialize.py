@@ -149,7 +149,8 @@ def _log_softmax(x, axis):
 
 
 def _gelu(name, types, out, approximate):
-    return _gelu_tanh if approximate == "tanh" and out.dtype in _FLOATS else None
+    # a 0-d product is a NumPy scalar, which no `out=` can receive: the kernel's business
+    return _gelu_tanh if approximate == "tanh" and out.dtype in _FLOATS and out.shape != () else None
 
 
 _GELU_C = math.sqrt(2.0 / math.pi)
