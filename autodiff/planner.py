@@ -2,7 +2,8 @@
 
 A plan is a set of checkpoint regions over the forward function's bindings, written into the IR as
 `grad.start_checkpoint` / `grad.end_checkpoint` markers, so it prints and differentiates like regions a
-person placed. Each candidate is differentiated and cleaned up as the real step would be, and its peak
+person placed. Each candidate is differentiated, cleaned up and optimized as the real step is (so the
+optimizer's own recomputation of activations is counted), and its peak
 is worked out by `ir.memory.estimate_peak_bytes`, which replays the executor's freeing rules on the
 types (milliseconds, no arrays). The chosen plan is then run once on the executor (on zeros of the
 parameters' types; bytes depend only on shapes and dtypes): its exact `stats.peak_bytes` is what is
@@ -241,7 +242,7 @@ class _Search:
             bindings, body = insert_checkpoint_markers(list(fn.bindings), list(regions), fn.body)
             planned = self.mod.with_function(self.func_name, Function(fn.params, [Block(bindings)], body, fn.attrs))
             step = Gradient(self.func_name, self.require_grads, self.target_index)(planned)
-            step = ir.transform.cleanup()(step)
+            step = ir.transform.optimize()(ir.transform.cleanup()(step))  # as autodiff.value_and_grad compiles it
             adjoint = step[f"{self.func_name}_adjoint"]
             recompute = sum(op_flops(b.value) for b in adjoint.bindings if role_of(b.var) == "recompute")
             hit = self.cache[regions] = Plan(planned, list(regions), estimate_peak_bytes(adjoint), recompute)

@@ -17,8 +17,8 @@ MARKERS = ("grad.start_checkpoint", "grad.end_checkpoint")
 
 
 def step_of(mod, require=None):
-    """The cleaned-up adjoint module of mod's main."""
-    return ir.transform.cleanup()(autodiff.Gradient("main", require_grads=require)(mod))
+    """The adjoint module of mod's main, cleaned up and optimized as a compiled step is."""
+    return ir.transform.optimize()(ir.transform.cleanup()(autodiff.Gradient("main", require_grads=require)(mod)))
 
 
 def run(step, arrays):

@@ -42,7 +42,7 @@ def flat(out):
 
 
 def step_peak(mod, arrays):
-    step = ir.transform.cleanup()(autodiff.Gradient("main")(mod))
+    step = ir.transform.optimize()(ir.transform.cleanup()(autodiff.Gradient("main")(mod)))  # as a compiled step
     ex = ir.Executor(step)
     out = ex["main_adjoint"](*arrays)
     return out, ex.stats.peak_bytes
