@@ -19,6 +19,7 @@ import numpy as np
 
 import ir
 from ir import Executor, IRModule, substitute
+from ir.executor import buffer_owner
 from tracer import Tensor
 from tracer.capture import Sources, locate
 from tracer.inplace import write
@@ -411,7 +412,7 @@ def _describe(t: Tensor) -> str:
 
 
 def _owner(array):
-    return array.base if array.base is not None else array  # NumPy and CuPy point a view at the owner
+    return buffer_owner(array)  # NumPy and CuPy point a view at the owner
 
 
 def _array(a):

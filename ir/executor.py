@@ -84,9 +84,17 @@ class _Memory:
             self.live -= entry[1]
 
 
-def _base(array):
-    """The array that owns the buffer (NumPy and CuPy point every view straight at it)."""
-    return array.base if array.base is not None else array
+def buffer_owner(array):
+    """The outermost array over `array`'s memory. NumPy and CuPy point a view straight at the array that
+    owns its buffer; an array over foreign memory (np.frombuffer of bytes, a memory map) has a base that
+    is not an array, and stands for that memory itself."""
+    base = array.base
+    while base is not None and hasattr(base, "nbytes") and hasattr(base, "base"):
+        array, base = base, base.base
+    return array
+
+
+_base = buffer_owner
 
 
 # instruction kinds; SPEC is a call of a kernel specialized to the binding's types (ir.ops.specialize)
@@ -317,6 +325,8 @@ def _layout_key(args) -> tuple:
             continue
         base = a.base
         if base is None:
+            base = a
+        elif not hasattr(base, "nbytes"):  # over foreign memory (bytes, a memory map): a owns it here
             base = a
         owners.append(id(base))
         key.append(a.strides)

@@ -119,3 +119,13 @@ def test_where_selects_exact_bits_with_broadcasting(dtype):
     assert got.dtype == expected.dtype and got.shape == expected.shape
     assert got.tobytes() == expected.tobytes()
     assert _where(np, np.array(True), np.array(2.0, "float32"), np.array(-0.0, "float32")).shape == ()
+
+
+def test_arrays_over_foreign_memory_run_and_count_their_bytes():
+    # np.frombuffer of bytes (and memory maps) have a base that is not an array
+    x = np.frombuffer(np.arange(4, dtype="float32").tobytes(), dtype="float32")
+    mod = tracer.trace(lambda x: (tracer.exp(x) * x[1]).sum(), x)
+    ex = ir.Executor(mod)
+    for _ in range(2):  # the interpreted first call and the generated one
+        assert float(ex["main"](x)) == pytest.approx(float(np.exp(np.arange(4)).sum()), rel=1e-6)
+    assert ex.stats.peak_bytes >= x.nbytes
