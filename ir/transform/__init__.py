@@ -27,8 +27,10 @@ def optimize() -> Sequential:
     the new matmuls (LayoutLowering), drop what that left dead, and recompute large activations whose
     input is kept anyway instead of keeping them from the forward to the backward pass
     (RecomputeActivations). cleanup() alone keeps the adjoint as Relax's Gradient pass documents it."""
-    return Sequential([FoldConstants(), BatchedWeightGradients(), SliceGradientsToConcat(), ReluMask(),
-                       LayoutLowering(), Simplify(), DeadCodeElimination(), RecomputeActivations()])
+    # the patterns are written on ops: fused chains (fusion on) are expanded first and fused again last
+    return Sequential([Unfuse(), FoldConstants(), BatchedWeightGradients(), SliceGradientsToConcat(), ReluMask(),
+                       LayoutLowering(), Simplify(), DeadCodeElimination(), RecomputeActivations(),
+                       FuseElementwise()])
 
 
 __all__ = ["BatchedWeightGradients", "CommonSubexpressionElimination", "DeadCodeElimination", "FoldConstants",

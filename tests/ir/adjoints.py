@@ -9,7 +9,8 @@ def ops(fn) -> list[str]:
 
 
 def adjoint(fn, *args) -> ir.IRModule:
-    """main and the cleaned-up main_adjoint of fn, differentiated with respect to its float arguments."""
+    """main and the cleaned-up main_adjoint of fn, differentiated with respect to its float arguments; its
+    ops stay ops when fusion is on (TRACEGRAD_FUSE=1), as optimize() sees them."""
     mod = tracer.trace(fn, *args)
     params = [p for p in mod["main"].params if p.type.is_float]
-    return ir.transform.cleanup()(Gradient("main", require_grads=params)(mod))
+    return ir.transform.Unfuse()(ir.transform.cleanup()(Gradient("main", require_grads=params)(mod)))
