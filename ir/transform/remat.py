@@ -61,7 +61,7 @@ class RecomputeActivations(FunctionPass):
             if any(not isinstance(a, Var | Constant) for a in value.args):
                 continue
             at = uses.get(b.var, [])
-            if len(at) < 2:
+            if len(at) < 2 or at[-1] == n:  # returned: alive to the end anyway, a copy only adds a buffer
                 continue
             gap, k = max((at[j + 1] - at[j], j) for j in range(len(at) - 1))
             late = at[k + 1]

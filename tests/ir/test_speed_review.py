@@ -35,3 +35,23 @@ def test_tanh_gelu_of_a_0d_tensor(dtype):
     want, *got = _both(lambda x: tracer.gelu(x, approximate="tanh"), x)
     for g in got:
         _same_bits(g, want)
+
+
+def test_an_activation_that_is_returned_is_not_recomputed():
+    # `a` is alive until the end anyway (it is returned): a second copy for its late use only adds a buffer
+    def fn(x):
+        a = tracer.tanh(x)
+        s = a.sum()
+        for _ in range(5):
+            s = s * 1.5 + 1.0
+        return a, (a @ x) * s
+    x = np.ones((512, 512), "float32")
+    mod = tracer.trace(fn, x)
+    new = ir.transform.RecomputeActivations()(mod)
+    assert [b.value.op for b in new["main"].bindings].count("tanh") == 1
+    peaks = []
+    for m in (mod, new):
+        ex = ir.Executor(m)
+        ex["main"](x)
+        peaks.append(ex.stats.peak_bytes)
+    assert peaks[1] <= peaks[0]
