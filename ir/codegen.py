@@ -45,6 +45,11 @@ def generate(compiled) -> tuple[str, object]:
             reuse = compiled.reuse[i] if compiled.reuse else None
             ns[f"k{out}"] = reuse[0] if reuse is not None else fn
             into = f", out=v{reuse[1]}" if reuse is not None else ""
+            sid = compiled.storage.get(i)
+            if sid is not None:  # planned storage (ir.storage): an array kept between calls
+                shape, dtype = compiled.storage_specs[sid]
+                ns.setdefault(f"b{sid}", compiled.xp.empty(shape, dtype))
+                into = f", out=b{sid}"
             lines.append(f"    v{out} = k{out}({operands}{into})")
         elif kind == CALL:
             call_args = ", ".join(["xp"] + [f"v{a}" for a in args])

@@ -9,11 +9,13 @@ straight-line function (ir.codegen) and report the count already made.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import storage
 from .codegen import generate
 from .nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from .ops.registry import get_op
@@ -103,7 +105,7 @@ CALL, TUPLE, GETITEM, ALIAS, SPEC = range(5)
 
 class CompiledFunction:
     def __init__(self, fn: Function, name: str, xp, stats: Stats, check_types: bool = False,
-                 reuse_buffers: bool = True, specialize_kernels: bool = True):
+                 reuse_buffers: bool = True, specialize_kernels: bool = True, plan_storage: bool = True):
         self.name, self.xp, self.stats, self.fn = name, xp, stats, fn
         self.check_types = check_types
         # observer(values, mem): called once the arguments are held, then after each instruction's result
@@ -121,6 +123,7 @@ class CompiledFunction:
         self.instrs: list[tuple] = []
         counts: Counter = Counter()
         binding_instr: list[int] = []  # per binding: its instruction's index
+        self.instr_ops: list[str | None] = []  # per instruction: the op it calls (None: tuple, item, alias)
 
         def operand(e: Expr):
             nonlocal n_slots
@@ -137,11 +140,13 @@ class CompiledFunction:
                 s = n_slots
                 n_slots += 1
                 self.instrs.append((TUPLE, None, tuple(operand(f) for f in e.fields), None, s))
+                self.instr_ops.append(None)
                 return s
             if isinstance(e, TupleGetItem):  # a tuple field used inline as an argument: `R.add(lv[0], y)`
                 s = n_slots
                 n_slots += 1
                 self.instrs.append((GETITEM, e.index, (operand(e.tuple_value),), None, s))
+                self.instr_ops.append(None)
                 return s
             raise TypeError(f"executor: unsupported operand {e!r}")
 
@@ -168,6 +173,7 @@ class CompiledFunction:
             slot[b.var] = len(slot)
             binding_instr.append(len(self.instrs))
             self.instrs.append(instr)
+            self.instr_ops.append(v.op if isinstance(v, Call) else None)
         self.body = fn.body
         self.slot = slot
         self.op_counts = dict(counts)
@@ -181,6 +187,9 @@ class CompiledFunction:
             self.reuse = [None] * len(self.instrs)
             for i, (ufunc, var) in plan_reuse(fn).items():
                 self.reuse[binding_instr[i]] = (getattr(xp, ufunc), slot[var])
+        # {instruction: storage id}, [(shape, dtype)]: large intermediates written into arrays kept between
+        # calls by the generated function (ir.storage); the interpreter allocates as it goes
+        self.storage, self.storage_specs = storage.plan(self) if plan_storage and xp is np else ({}, [])
         self._constant_ids = frozenset(id(_base(c)) for _, c in self.constants)
         self._fast = None  # the generated straight-line function (ir.codegen), made on first use
         self._peaks: dict[tuple, int] = {}  # peak bytes per argument layout, counted on its first call
@@ -209,6 +218,7 @@ class CompiledFunction:
                 keep.add(p[1])
         walk(self.body_plan)
         keep.update(s for s, _ in self.constants)
+        self.keep_slots = frozenset(keep)  # returned values and constants: never freed, never planned storage
         last: dict[int, int] = {}
         for i, (_, _, args, _, out) in enumerate(self.instrs):
             for a in args:
@@ -224,6 +234,11 @@ class CompiledFunction:
             (pre if i < 0 else frees[i]).append(s)
         self.dead_params = tuple(pre)
         return [tuple(f) for f in frees]
+
+    @property
+    def storage_bytes(self) -> int:
+        """Bytes of the arrays the generated function keeps between calls for planned intermediates (ir.storage)."""
+        return sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in self.storage_specs)
 
     @property
     def source(self) -> str:
@@ -429,6 +444,7 @@ class Executor:
 
     reuse_buffers = True  # set False before compiling a function to give every result a new buffer
     specialize_kernels = True  # set False to run every op through its generic kernel (ir.ops.specialize)
+    plan_storage = True  # set False to allocate every intermediate anew on every call (ir.storage)
 
     def __init__(self, mod: IRModule, device: str = "cpu", check_types: bool = False):
         self.mod = mod
@@ -441,7 +457,7 @@ class Executor:
     def __getitem__(self, name: str) -> CompiledFunction:
         if name not in self._compiled:
             self._compiled[name] = CompiledFunction(self.mod[name], name, self.xp, self.stats, self.check_types,
-                                                    self.reuse_buffers, self.specialize_kernels)
+                                                    self.reuse_buffers, self.specialize_kernels, self.plan_storage)
         return self._compiled[name]
 
 
