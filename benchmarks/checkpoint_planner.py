@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -181,7 +182,13 @@ def report(title: str, variants: list[Variant], others: list, repeats: int) -> N
     and the comparison of each hand-placed variant with the planner given its peak."""
     check_same(variants)
     load = os.getloadavg()
-    medians = interleaved_medians({v.name: v.run for v in variants + others}, repeats)
+    by_name = {v.name: v for v in variants}
+    pairs = [(h, by_name.get(f"planner @ {h.name}"))
+             for h in [v for v in variants[1:] if not v.name.startswith("planner")] + others[1:]]
+    order = list(dict.fromkeys(c for c in variants[:1] + others[:1] + [c for pair in pairs for c in pair] + variants
+                               if c is not None))  # each planner @ X runs right after X: paired rounds
+    times = interleaved_times({c.name: c.run for c in order}, repeats)
+    medians = {k: statistics.median(v) for k, v in times.items()}
     base_t = medians["none"]
     print(f"\n{title}\n(step = one compiled value_and_grad call, median of {repeats} interleaved rounds; "
           f"load average {load[0]:.2f} before the rounds, {os.getloadavg()[0]:.2f} after)")
@@ -198,18 +205,33 @@ def report(title: str, variants: list[Variant], others: list, repeats: int) -> N
         for o in others:
             print(f"{o.name:<26} {format_bytes(o.peak):>10} {medians[o.name] * 1e3:9.2f} "
                   f"{medians[o.name] / medians['torch none']:8.3f}")
-    by_name = {v.name: v for v in variants}
     print(f"\n{'hand-placed':<22} {'peak':>10} {'step ms':>9}   {'planner at its peak':>10} {'step ms':>9} "
-          f"{'time ratio':>10}  target")
-    for h in [v for v in variants[1:] if not v.name.startswith("planner")] + others[1:]:
-        p = by_name.get(f"planner @ {h.name}")
+          f"{'paired ratio':>12}  target")
+    for h, p in pairs:
         if p is None:
             print(f"{h.name:<22} {format_bytes(h.peak):>10} {medians[h.name] * 1e3:9.2f}   no plan at this peak")
             continue
-        ratio = medians[p.name] / medians[h.name]
+        # the median over rounds of planner / hand-placed, each pair timed back to back: load drift cancels
+        ratio = statistics.median(a / b for a, b in zip(times[p.name], times[h.name], strict=True))
         met = "met" if p.peak <= h.peak and ratio <= 1.0 else "MISSED"
         print(f"{h.name:<22} {format_bytes(h.peak):>10} {medians[h.name] * 1e3:9.2f}   {format_bytes(p.peak):>10} "
-              f"{medians[p.name] * 1e3:9.2f} {ratio:10.3f}  {met}")
+              f"{medians[p.name] * 1e3:9.2f} {ratio:12.3f}  {met}")
+
+
+def interleaved_times(steps: dict, repeats: int) -> dict[str, list[float]]:
+    """`checkpoint_memory.interleaved_medians`'s rounds (one untimed call, then a timed one, per step and
+    round), but every round's seconds: round r of each list was timed in the same pass over the steps."""
+    calls: dict[str, list[float]] = {k: [] for k in steps}
+
+    def timed(name, fn):
+        def run():
+            t0 = time.perf_counter()
+            fn()
+            calls[name].append(time.perf_counter() - t0)
+        return run
+
+    interleaved_medians({k: timed(k, fn) for k, fn in steps.items()}, repeats, warm=1)
+    return {k: v[1::2] for k, v in calls.items()}  # the timed call of each round
 
 
 def main(argv=None) -> None:
