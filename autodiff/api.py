@@ -70,6 +70,11 @@ class _Compiled:
     n_fields: int  # the result's fields at the top of the returned tuple (2 with has_aux, else 1)
     inputs: list[int]  # positions of the arguments fed as parameters (tensors, Python numbers as inputs)
 
+    def __post_init__(self):
+        self.step = self.executor["main_adjoint"]  # the compiled adjoint, looked up once
+        self.params = self.mod["main_adjoint"].params
+        self.any_fresh = any(self.fresh)
+
 
 _CACHE_ENTRIES = 16  # traces kept (an old one may hold an old model's structure alive)
 
@@ -283,12 +288,15 @@ class _GradFunction:
                             "reduce it first (e.g. .sum() or .mean())")
 
     def _run(self, c: _Compiled, args, captured: list[Tensor]):
-        params = c.mod["main_adjoint"].params
+        params = c.params
         feed = [_feed_arg(args[i], params[k]) for k, i in enumerate(c.inputs)]
-        for t, fresh in zip(captured, c.fresh, strict=True):
-            # a random op without a seed: a fresh draw each call (from its Generator, if it was given one)
-            feed.append(fresh_seed(fresh) if fresh else t._data)
-        value, grads = _unshared(c.executor["main_adjoint"](*feed), {id(_owner(a)) for a in feed})
+        if c.any_fresh:
+            for t, fresh in zip(captured, c.fresh, strict=True):
+                # a random op without a seed: a fresh draw each call (from its Generator, if it was given one)
+                feed.append(fresh_seed(fresh) if fresh else t._data)
+        else:
+            feed.extend([t._data for t in captured])
+        value, grads = _unshared(c.step(*feed), {id(a if a.base is None else _owner(a)) for a in feed})
         if c.writes:  # fn wrote to tensors in place: write the new values where an eager call would have
             for (kind, i, _), new in zip(c.writes, value[c.n_fields:], strict=True):
                 target = args[i] if kind == "arg" else captured[i]

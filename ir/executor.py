@@ -91,6 +91,10 @@ def buffer_owner(array):
     owns its buffer; an array over foreign memory (np.frombuffer of bytes, a memory map) has a base that
     is not an array, and stands for that memory itself."""
     base = array.base
+    if base is None:
+        return array
+    if type(base) is np.ndarray and base.base is None:  # a view of an array that owns its buffer: most views
+        return base
     while base is not None and hasattr(base, "nbytes") and hasattr(base, "base"):
         array, base = base, base.base
     return array

@@ -69,7 +69,7 @@ class Optimizer(ABC):
     def step(self, grads) -> None:
         """Update every parameter in place from `grads`: a list in the order of the parameters, or a
         dict keyed by the parameters' names."""
-        if isinstance(grads, Mapping):
+        if type(grads) is not list and isinstance(grads, Mapping):
             grads = self._by_name(grads)
         if isinstance(grads, (Tensor, np.ndarray)) or not hasattr(grads, "__iter__"):
             raise TypeError(f"{type(self).__name__}.step: pass a list of gradients (one per parameter), got "
@@ -84,6 +84,8 @@ class Optimizer(ABC):
                 arrays.append(None)
                 continue
             data = p._data
+            if type(g) is Tensor and g._var is None:  # value_and_grad's gradients: concrete Tensors
+                g = g._data
             if not (type(g) is np.ndarray and type(data) is np.ndarray and g.dtype == data.dtype):
                 g = as_array(g, data)  # a Tensor, a list, another dtype or array module
             if g.shape != data.shape:
