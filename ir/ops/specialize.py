@@ -81,17 +81,24 @@ def _reduction(name, types, out, axis, keepdims):
     axes = kernel_axes(axis, x.ndim)
     if name != "mean":
         return functools.partial(_REDUCE[name].reduce, axis=axes, keepdims=keepdims)
-    count = math.prod(x.shape[a] for a in axes)
+    count = _count(x.dtype, math.prod(x.shape[a] for a in axes))
     if count == 0:
         return None  # np.mean's empty-slice warning and nan: the kernel's business
     return functools.partial(_mean, axes=axes, keepdims=keepdims, count=count)
+
+
+def _count(dtype: str, n: int):
+    """The divisor of a mean as np.mean divides: an intp, so a float32 sum is divided in float64 and rounded
+    once. A Python int (cast to float32, one rounding less work) gives the same bits while float32 holds
+    it exactly; above 2**24 it would round (2**24 + 1 -> 2**24)."""
+    return n if dtype != "float32" or n <= 2**24 else np.intp(n)
 
 
 def _mean(x, axes, keepdims, count):
     # np.mean: the sum, then a true divide by the count (in place when the sum is an array)
     s = np.add.reduce(x, axis=axes, keepdims=keepdims)
     if type(s) is np.ndarray:
-        return np.true_divide(s, count, out=s)
+        return np.true_divide(s, count, out=s, casting="unsafe")
     return s.dtype.type(s / count)
 
 
@@ -175,7 +182,7 @@ def _layer_norm(name, types, out, axes, epsilon):
     if data.dtype not in _FLOATS or any(t.dtype != data.dtype for t in types):
         return None  # float16 statistics go through float32 in the kernel
     axes = tuple(a % data.ndim for a in axes)
-    count = math.prod(data.shape[a] for a in axes)
+    count = _count(data.dtype, math.prod(data.shape[a] for a in axes))
     if count == 0:
         return None
     return functools.partial(_layer_norm_, axes=axes, count=count, epsilon=epsilon)

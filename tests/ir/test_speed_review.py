@@ -55,3 +55,15 @@ def test_an_activation_that_is_returned_is_not_recomputed():
         ex["main"](x)
         peaks.append(ex.stats.peak_bytes)
     assert peaks[1] <= peaks[0]
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.mean(), lambda x: x.reshape(1, -1).mean(axis=1, keepdims=True)],
+                         ids=["0d", "keepdims"])
+def test_mean_over_a_count_that_float32_cannot_hold(fn):
+    # np.mean divides by the count as an intp (in float64, rounded once); a Python int count is cast to
+    # float32 first, and 2**24 + 1 becomes 2**24: the mean of 3.0 repeated came out 3.0000002
+    x = np.broadcast_to(np.float32(3.0), (2**24 + 1,))  # a view: no 64 MiB array
+    want, *got = _both(fn, x)
+    assert float(want.reshape(())) == 3.0
+    for g in got:
+        _same_bits(g, want)
