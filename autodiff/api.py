@@ -20,6 +20,7 @@ import numpy as np
 import ir
 from ir import Executor, IRModule, substitute
 from ir.executor import buffer_owner
+from ir.transform.base import paused_gc
 from tracer import Tensor
 from tracer.capture import Sources, locate
 from tracer.inplace import write
@@ -201,6 +202,10 @@ class _GradFunction:
         return traced.captured
 
     def _compile(self, traced: Traced, args) -> _Compiled:
+        with paused_gc():  # building IR allocates much and frees little: no full collections meanwhile
+            return self._compile_unpaused(traced, args)
+
+    def _compile_unpaused(self, traced: Traced, args) -> _Compiled:
         mod, slots = self._differentiate(traced, args)
         # CuPy arrays in (arguments or captured weights) run the compiled step on the GPU
         arrays = [_array(a) for a in args] + [t._data for t in traced.captured]

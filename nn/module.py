@@ -29,10 +29,10 @@ class Parameter(Tensor):
         if isinstance(data, Tensor):
             data = data.numpy() if data._var is not None else data._data
         xp = array_module_of(data) if type(data).__module__.startswith("cupy") else np  # a GPU array stays there
-        arr = xp.array(data, dtype=dtype, copy=True)  # own the memory: updates happen in place
+        arr = xp.asarray(data, dtype=dtype)
         if arr.dtype.kind != "f":
             arr = arr.astype("float32")
-        super().__init__(xp.ascontiguousarray(arr))
+        super().__init__(xp.ascontiguousarray(arr))  # Tensor copies: the parameter owns its memory, updated in place
         # a Parameter made inside a trace is still a weight (captured), never a baked-in constant
         self._in_trace = False
         self.requires_grad = bool(requires_grad)
