@@ -47,8 +47,6 @@ def generate(compiled) -> tuple[str, object]:
             into = f", out=v{reuse[1]}" if reuse is not None else ""
             sid = compiled.storage.get(i)
             if sid is not None:  # planned storage (ir.storage): an array kept between calls
-                shape, dtype = compiled.storage_specs[sid]
-                ns.setdefault(f"b{sid}", compiled.xp.empty(shape, dtype))
                 into = f", out=b{sid}"
             lines.append(f"    v{out} = k{out}({operands}{into})")
         elif kind == CALL:
@@ -76,11 +74,27 @@ def generate(compiled) -> tuple[str, object]:
         if dead:
             lines.append(f"    del {', '.join(dead)}")
     ns["u"] = compiled.unshare
+    if compiled.storage_specs:
+        _storage_pool(compiled, ns, lines)
     lines.append(f"    return {_result(compiled.body_plan, compiled.fresh_slots)}")
     source = "\n".join(lines) + "\n"
     code = compile(source, f"<tracegrad {compiled.name}>", "exec")
     exec(code, ns)  # noqa: S102 - the source is generated above from the IR, nothing of the user's is executed
     return source, ns[_identifier(compiled.name)]
+
+
+def _storage_pool(compiled, ns, lines) -> None:
+    """Planned storage (ir.storage) comes from a pool of array sets: a call takes one (a new one when the
+    pool is empty) and puts it back before it returns, so calls in turn reuse one set and calls running at
+    the same time (threads: NumPy releases the GIL in its kernels) never write into each other's arrays.
+    Returned values are never planned storage, so giving the set back before the return is safe."""
+    xp, specs = compiled.xp, compiled.storage_specs
+    ns["pool"] = []
+    ns["new_storage"] = lambda: tuple(xp.empty(shape, dtype) for shape, dtype in specs)
+    names = ", ".join(f"b{sid}" for sid in range(len(specs)))
+    lines[1:1] = ["    try:", "        bufs = pool.pop()", "    except IndexError:",
+                  "        bufs = new_storage()", f"    {names}{',' if len(specs) == 1 else ''} = bufs"]
+    lines.append("    pool.append(bufs)")
 
 
 def _maybe_scalar(t) -> bool:

@@ -67,3 +67,34 @@ def test_mean_over_a_count_that_float32_cannot_hold(fn):
     assert float(want.reshape(())) == 3.0
     for g in got:
         _same_bits(g, want)
+
+
+def test_a_generated_step_with_planned_storage_runs_in_threads_at_once():
+    # planned storage (ir.storage) was one set of arrays per function: two calls at once (NumPy releases
+    # the GIL in its kernels) wrote into each other's intermediates and returned wrong values (111 of 120)
+    import threading
+
+    from tests.ir.adjoints import adjoint
+    rng = np.random.default_rng(0)
+    w1, w2 = rng.standard_normal((256, 512)).astype("float32") * 0.05, rng.standard_normal((512, 256)).astype(
+        "float32") * 0.05
+    xs = [rng.standard_normal((256, 256)).astype("float32") for _ in range(4)]
+    mod = ir.transform.optimize()(adjoint(lambda x, w1, w2: (tracer.tanh(tracer.exp(x @ w1 * 0.1) * 0.5) @ w2).sum(),
+                                          xs[0], w1, w2))
+    step = ir.Executor(mod)["main_adjoint"]
+    step(xs[0], w1, w2)
+    assert step.storage  # the generated function runs from the second call, in planned storage
+    want = [step(x, w1, w2)[1][1].copy() for x in xs]
+    wrong = []
+
+    def worker(k):
+        for rep in range(12):
+            i = (k + rep) % len(xs)
+            if not np.array_equal(step(xs[i], w1, w2)[1][1], want[i]):
+                wrong.append(i)
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong
