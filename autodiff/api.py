@@ -302,6 +302,7 @@ class _GradFunction:
         else:
             feed.extend([t._data for t in captured])
         value, grads = _unshared(c.step(*feed), {id(a if a.base is None else _owner(a)) for a in feed})
+        grads = _distinct(grads)
         if c.writes:  # fn wrote to tensors in place: write the new values where an eager call would have
             for (kind, i, _), new in zip(c.writes, value[c.n_fields:], strict=True):
                 target = args[i] if kind == "arg" else captured[i]
@@ -371,6 +372,21 @@ def _signature(a, leaf_index: dict[int, int], static_scalars: bool):
     except TypeError:
         raise TypeError(f"grad: argument {a!r} is neither a tensor nor a hashable Python value") from None
     return ("py", type(a).__name__, a)
+
+
+def _distinct(grads: tuple) -> tuple:
+    """Gradients that share a buffer, copied: d(x*2 + y*2)/dx and /dy simplify to one array, and a user
+    writing into one gradient (an optimizer updating in place) must not change another, as in torch."""
+    seen: set[int] = set()
+    out = []
+    for g in grads:
+        owner = id(g if g.base is None else _owner(g))
+        if owner in seen:
+            g = g.copy()
+        else:
+            seen.add(owner)
+        out.append(g)
+    return tuple(out)
 
 
 def _unshared(value, fed: set[int]):

@@ -12,7 +12,8 @@ A value gets planned storage only when nothing can keep a view of it (every op t
 returns a new buffer), it is not returned, and neither is any value written into its buffer in place
 (ir.reuse). Returned arrays are always new. `plan(compiled)` returns the plan; the executor's generated
 function passes `out=` to those kernels (ir.codegen). The arrays planned are `compiled.storage_bytes`,
-held between calls; a compiled function with planned storage is not reentrant across threads.
+held between calls: one set per call running at once (threads take a set from a pool, ir.codegen),
+so calls in turn reuse a single set.
 """
 from __future__ import annotations
 
