@@ -1,7 +1,8 @@
 """Before and after this session's compile-time work, side by side in one process: each workload's step
 built with the generic kernels, cleanup() only and allocating executor ("before"), and with each of
 kernel specialization, optimize() and planned storage added in turn. CPU time per step (medians of
-interleaved rounds) and the executor's peak bytes.
+interleaved rounds), minor page faults per step and the executor's peak bytes. Every variant's model
+is alive at once, which changes what the allocator keeps: `--only` builds "before" and one variant.
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/compile_ab.py [--rounds N] [--quick]
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -52,24 +54,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--quick", action="store_true", help="3 rounds")
+    parser.add_argument("--only", choices=[n for n in VARIANTS if n != "before"], help="before and this variant")
     a = parser.parse_args()
     rounds = 3 if a.quick else a.rounds
     print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, load average {os.getloadavg()[0]:.1f}")
-    print("| workload | variant | CPU ms per step | vs before | peak MiB |")
-    print("|---|---|---|---|---|")
+    print("| workload | variant | CPU ms per step | vs before | minor faults per step | peak MiB |")
+    print("|---|---|---|---|---|---|")
     for workload, repeat in (("tiny", 200), ("mlp", 3), ("gpt", 1)):
-        steps = {name: build(workload, *flags) for name, flags in VARIANTS.items()}
+        names = [n for n in VARIANTS if a.only is None or n in ("before", a.only)]
+        steps = {name: build(workload, *VARIANTS[name]) for name in names}
         times: dict[str, list[float]] = {name: [] for name in steps}
+        faults: dict[str, list[float]] = {name: [] for name in steps}
         for _ in range(rounds):
             for name, step in steps.items():
-                start = time.process_time()
+                start, f0 = time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 for _ in range(repeat):
                     step()
                 times[name].append((time.process_time() - start) / repeat * 1e3)
+                faults[name].append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / repeat)
         base = statistics.median(times["before"])
         for name, step in steps.items():
             t = statistics.median(times[name])
-            print(f"| {workload} | {name} | {t:.3f} | {t / base:.2f} | {step.stats().peak_bytes / 2**20:.2f} |")
+            print(f"| {workload} | {name} | {t:.3f} | {t / base:.2f} | {statistics.median(faults[name]):.0f} | "
+                  f"{step.stats().peak_bytes / 2**20:.2f} |")
 
 
 if __name__ == "__main__":
