@@ -152,6 +152,8 @@ def _infer(op, types, expr):
     for i, t in enumerate(types):
         if not isinstance(t, TensorType):
             raise op.error(f"input x{i} must be a tensor, got {t}")
+    if not isinstance(parse_expr(expr), Node):
+        raise op.error(f"expr must apply at least one op to the inputs, got {expr!r}")
     return _infer_cached(expr, tuple(types))
 
 

@@ -251,3 +251,11 @@ def test_fused_runs_into_a_dying_input_and_equals_the_kernel():
     # an input the chain reads twice is never overwritten
     twice = ir.parse(REUSE_TEXT.replace("exp(multiply(x0, const(0.5, 'float32')))", "multiply(x0, exp(x0))"))
     assert plan_fused_reuse(twice["main"]) == {}
+
+
+@pytest.mark.parametrize("expr", ["x0", 'const(1.0, "float32")'])
+def test_a_fused_expr_without_an_op_is_refused_when_parsed(expr):
+    text = ('@R.function\ndef main(x: R.Tensor((4,), "float32")):\n    with R.dataflow():\n'
+            f"        lv = R.fused((x,), expr={expr!r})\n        R.output(lv)\n    return lv\n")
+    with pytest.raises(ir.IRError, match="fused: expr must apply at least one op"):
+        ir.parse(text)
