@@ -1,11 +1,13 @@
 """Runs IR functions on NumPy or CuPy.
 
-Each function is compiled once into a flat list of instructions with kernels resolved. Every value
-is dropped right after its last use (returned values excepted), and each call records the peak
-bytes held at once (arguments included) and how often each op ran. An elementwise op writes its
-result into an operand's buffer when that operand dies there (ir.reuse). The first call with each
-argument layout runs the instructions one by one and counts the bytes; later ones run a generated
-straight-line function (ir.codegen) and report the count already made.
+Each function is compiled once into a flat list of instructions with kernels resolved (on NumPy,
+specialized to each binding's static types: ir.ops.specialize). Every value is dropped right after
+its last use (returned values excepted), and each call records the peak bytes held at once
+(arguments included) and how often each op ran. An elementwise op writes its result into an
+operand's buffer when that operand dies there (ir.reuse). The first call with each argument layout
+runs the instructions one by one and counts the bytes; later ones run a generated straight-line
+function (ir.codegen) that writes large intermediates into storage planned once (ir.storage) and
+report the count already made.
 """
 from __future__ import annotations
 
@@ -443,7 +445,8 @@ class Executor:
     `check_types=True` also checks every kernel's result against the type inference gave it (for
     tests and debugging; it costs a little per op). `ex[name].source` is the Python the function
     runs as; setting `ex.reuse_buffers = False` before the first `ex[name]` gives every result a
-    new buffer.
+    new buffer, `ex.specialize_kernels = False` runs every op through its generic kernel, and
+    `ex.plan_storage = False` allocates every intermediate anew on each call.
     """
 
     reuse_buffers = True  # set False before compiling a function to give every result a new buffer
