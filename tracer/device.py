@@ -32,8 +32,10 @@ class device:  # noqa: N801 - torch's spelling
     __slots__ = ("type", "index")
 
     def __init__(self, type, index: int | None = None):  # noqa: A002 - torch's argument name
-        if isinstance(type, device):
+        if isinstance(type, device) or _foreign(type):  # ours, or torch.device (.type and .index)
             type, index = type.type, type.index if index is None else index
+        elif isinstance(type, (int, np.integer)) and not isinstance(type, bool) and index is None:
+            type, index = "cuda", type  # torch's device=0: the GPU of that index
         if not isinstance(type, str):
             raise TypeError(f"device: expected a string such as 'cpu' or 'cuda:0', got {type!r}")
         kind, _, number = type.partition(":")
@@ -68,6 +70,16 @@ class device:  # noqa: N801 - torch's spelling
 
     def __hash__(self) -> int:
         return hash(self.type)
+
+
+def _foreign(value) -> bool:
+    """A device of another library spelled as torch's: a string `.type` and an `.index`."""
+    return isinstance(getattr(value, "type", None), str) and hasattr(value, "index")
+
+
+def is_device(value) -> bool:
+    """Whether `value` names a device for `to(...)`: a string, a tracer.device or a torch.device."""
+    return isinstance(value, (str, device)) or _foreign(value)
 
 
 CPU = device("cpu")

@@ -10,7 +10,7 @@ import ir
 
 from . import math as _m
 from . import shape as _shape
-from .device import CPU, device, device_of, move, parse
+from .device import CPU, device, device_of, is_device, move, parse, place, tensor_device
 from .math import as_tensor, astype, greater, not_equal, stop_gradient
 from .tensor import Tensor, active_trace, apply, array_module_of, dtype_name, to_expr
 
@@ -33,9 +33,10 @@ def _dtype_of(value) -> str | None:
     return name if name in ir.DTYPES and (not isinstance(value, str) or value == name) else None
 
 
-def to(self, *args, dtype=None, device=None, copy: bool = False) -> Tensor:
+def to(self, *args, dtype=None, device=None, copy: bool = False, non_blocking: bool = False) -> Tensor:
     """Convert: `to(dtype)`, `to("cpu" | "cuda" | "cuda:1" | tracer.device)`, `to(device, dtype)`,
     `to(other_tensor)` (its dtype and device). A tensor already there is returned as it is (copy=True copies).
+    non_blocking is accepted as torch's and ignored: a copy here is finished when `to` returns.
 
     Inside a trace the device is the executor's business: only the dtype changes.
 
@@ -49,7 +50,7 @@ def to(self, *args, dtype=None, device=None, copy: bool = False) -> Tensor:
             device = device or (None if a._data is None else device_of(a._data))
         elif _dtype_of(a) is not None:
             dtype = _dtype_of(a)
-        elif isinstance(a, (str, _device)):
+        elif is_device(a):
             device = a
         else:
             raise TypeError(f"to: expected a dtype, a device ('cpu', 'cuda') or a tensor, got {a!r}")
@@ -211,23 +212,23 @@ def type_as(self, other) -> Tensor:
 
 
 def new_zeros(self, *size, dtype: str | None = None) -> Tensor:
-    """Zeros of the given size (varargs or a tuple) in self's dtype (or `dtype`)."""
-    return _shape.zeros(*size, dtype=dtype or self.dtype)
+    """Zeros of the given size (varargs or a tuple) in self's dtype (or `dtype`), on self's device."""
+    return place(_shape.zeros(*size, dtype=dtype or self.dtype), tensor_device(self), "new_zeros")
 
 
 def new_ones(self, *size, dtype: str | None = None) -> Tensor:
-    """Ones of the given size (varargs or a tuple) in self's dtype (or `dtype`)."""
-    return _shape.ones(*size, dtype=dtype or self.dtype)
+    """Ones of the given size (varargs or a tuple) in self's dtype (or `dtype`), on self's device."""
+    return place(_shape.ones(*size, dtype=dtype or self.dtype), tensor_device(self), "new_ones")
 
 
 def new_full(self, size, fill_value, *, dtype: str | None = None) -> Tensor:
-    """`fill_value` in the given size, in self's dtype (or `dtype`)."""
-    return _shape.full(size, fill_value, dtype or self.dtype)
+    """`fill_value` in the given size, in self's dtype (or `dtype`), on self's device."""
+    return place(_shape.full(size, fill_value, dtype or self.dtype), tensor_device(self), "new_full")
 
 
 def new_tensor(self, data, *, dtype: str | None = None) -> Tensor:
-    """A new tensor of `data`, in self's dtype (or `dtype`)."""
-    return Tensor(data, dtype or self.dtype)
+    """A new tensor of `data`, in self's dtype (or `dtype`), on self's device."""
+    return place(Tensor(data, dtype or self.dtype), tensor_device(self), "new_tensor")
 
 
 _ALIASES = {
