@@ -80,7 +80,6 @@ def _loss(m):
     return lambda x: (m(x) ** 2).mean()
 
 
-@pytest.mark.xfail(strict=True, reason="defect found in review, not yet fixed: nn/optim/optimizers.py keeps state on the old device after model.to")
 @pytest.mark.parametrize("opt_cls", [nn.optim.Adam, nn.optim.SGD])
 def test_an_optimizer_with_state_follows_its_parameters_to_the_gpu_and_back(cp, opt_cls):
     m = nn.Linear(2, 2)

@@ -95,6 +95,9 @@ class Optimizer(ABC):
         self.step_count += 1
         for p, g, state in zip(self.params, arrays, self.state, strict=True):
             if g is not None:
+                for k, v in state.items():  # state made before model.to(device) follows its parameter there
+                    if hasattr(v, "shape") and type(v) is not type(p._data):
+                        state[k] = as_array(v, p._data)
                 self._update(p._data, g, state)
 
     def _by_name(self, grads: Mapping) -> list:
