@@ -16,6 +16,7 @@ import numpy as np
 
 from ir.ops.manipulate import broadcasts_to
 
+from .device import CPU, device_of, move
 from .indexing import _expand, _new_axes, _plan
 from .math import astype, where
 from .tensor import Tensor, TraceError, active_trace, apply, array_module_of
@@ -52,6 +53,13 @@ def _assign_eager(x: Tensor, key, value) -> None:
     if xp is not np:  # CuPy takes its own arrays (a NumPy index or value would be refused)
         key = tuple(_on(xp, k) for k in key) if isinstance(key, tuple) else _on(xp, key)
         value = _on(xp, value)
+    else:  # a GPU value is copied down, as torch's x[:] = v; GPU indices are refused, as torch's
+        parts = key if isinstance(key, tuple) else (key,)
+        gpu = [k for k in parts if hasattr(k, "get") and not isinstance(k, np.ndarray)]
+        if gpu:
+            raise RuntimeError(f"x[key] = value: the index is on {device_of(gpu[0])} but x is on cpu; move the "
+                               "index with .cpu()")
+        value = move(value, CPU) if hasattr(value, "get") and not isinstance(value, np.ndarray) else value
     try:
         x._data[key] = value
     except ValueError as e:  # NumPy's broadcast message, named as the traced path names it
