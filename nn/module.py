@@ -8,7 +8,16 @@ import numpy as np
 
 import tracer
 from tracer import Tensor
+from tracer.device import is_device, move, parse
 from tracer.tensor import array_module_of
+
+
+def _is_dtype(name: str) -> bool:
+    try:
+        np.dtype(name)
+    except TypeError:
+        return False
+    return True
 
 
 class Parameter(Tensor):
@@ -293,7 +302,7 @@ class Module:
         """Does nothing, on purpose: tracegrad returns gradients from `value_and_grad` instead of accumulating
         them in `.grad`, so there is nothing to clear. It exists so that torch training loops run unchanged."""
 
-    def to(self, *args, dtype=None, device=None) -> Module:
+    def to(self, *args, dtype=None, device=None, non_blocking: bool = False) -> Module:
         """Cast floating-point parameters and buffers to `dtype` and/or move every one to `device` ("cpu" or
         "cuda"), in place, as torch's Module.to; returns self. Make the optimizer after calling it.
 
@@ -306,29 +315,31 @@ class Module:
         'float64'
         """
         for a in args:
-            name = str(a)
-            if name == "cpu" or name.startswith("cuda"):
-                device = name
+            if isinstance(a, tracer.Tensor):  # torch's to(tensor): its dtype and device
+                dtype, device = dtype or a.dtype, device or a.device
+            elif is_device(a) and not (isinstance(a, str) and _is_dtype(a)):
+                device = a
             else:
                 dtype = tracer.Tensor(np.zeros((), a)).dtype if not isinstance(a, str) else a
-        device = None if device is None else str(device)  # "cuda", "cuda:0" or a tracer.device
-        if device is not None and device != "cpu" and not device.startswith("cuda"):
-            raise ValueError(f"{type(self).__name__}.to: device must be 'cpu' or 'cuda', got {device!r}")
+        where = None if device is None else parse(device, f"{type(self).__name__}.to: device must be 'cpu' or 'cuda'")
         for t in self.parameters() + self.buffers():
             data = t._data
             if dtype is not None and np.dtype(data.dtype).kind == "f":
                 data = data.astype(dtype)
-            if device == "cpu" and not isinstance(data, np.ndarray):
-                data = data.get()
-            elif device is not None and device.startswith("cuda"):
-                import cupy  # an optional dependency, needed only here
-                data = cupy.asarray(data)
-            t._data = data
+            t._data = data if where is None else move(data, where)
         if dtype is not None and np.dtype(dtype).kind == "f":
             for m in self.modules():  # the dtype a layer without weights (affine=False) checks its input against
                 if isinstance(m.__dict__.get("_dtype"), str):
                     object.__setattr__(m, "_dtype", np.dtype(dtype).name)
         return self
+
+    def cuda(self, device=None) -> Module:
+        """Move every parameter and buffer to a GPU (torch's model.cuda()); returns self."""
+        return self.to(tracer.device("cuda", device) if isinstance(device, int) else device or "cuda")
+
+    def cpu(self) -> Module:
+        """Move every parameter and buffer to the CPU (torch's model.cpu()); returns self."""
+        return self.to("cpu")
 
     # ------------------------------------------------------------ printing
     def extra_repr(self) -> str:

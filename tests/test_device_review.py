@@ -24,6 +24,8 @@ def test_to_takes_non_blocking_as_torch_loops_pass_it(cp):
     y = x.to("cuda", non_blocking=True)
     assert _on_gpu(y) and y.tolist() == [1.0, 2.0]
     assert x.to("float64", non_blocking=False).dtype == "float64"
+    model = nn.Linear(2, 2).to("cuda", non_blocking=True)
+    assert all(_on_gpu(p) for p in model.parameters())
 
 
 def test_new_constructors_follow_the_device_of_self(cp):
@@ -43,14 +45,12 @@ def test_a_gpu_value_written_into_a_cpu_tensor_is_copied_as_copy_does(cp):
         c[tracer.tensor([0], device="cuda")] = 3.0  # indices on another device: torch refuses them too
 
 
-@pytest.mark.xfail(strict=True, reason="defect found in review, not yet fixed: nn/module.py Module.to parses devices by hand")
 @pytest.mark.parametrize("bad", ["mps", "cudax", "cuda:x", "cpu:1"])
 def test_module_to_refuses_what_names_no_device_as_tensor_to_does(cp, bad):
     with pytest.raises(DeviceError, match=f"Linear.to: .*{bad!r}"):
         nn.Linear(2, 2).to(bad)
 
 
-@pytest.mark.xfail(strict=True, reason="defect found in review, not yet fixed: nn/module.py Module.to parses devices by hand")
 def test_module_to_takes_cpu_0_a_device_object_and_a_tensor(cp):
     m = nn.Linear(2, 2).to(tracer.device("cuda"))
     assert all(_on_gpu(p) for p in m.parameters())
@@ -60,7 +60,6 @@ def test_module_to_takes_cpu_0_a_device_object_and_a_tensor(cp):
     assert all(_on_gpu(p) and p.dtype == "float64" for p in m.parameters())
 
 
-@pytest.mark.xfail(strict=True, reason="defect found in review, not yet fixed: nn/module.py has no Module.cuda/cpu")
 def test_module_cuda_and_cpu_as_torch(cp):
     m = nn.Linear(2, 2)
     assert m.cuda() is m and all(_on_gpu(p) for p in m.parameters())
