@@ -65,7 +65,7 @@ class _Memory:
             for v in value:
                 self.hold(v)
             return
-        base = _base(value)
+        base = buffer_owner(value)
         entry = self.refs.get(id(base))
         if entry is None:
             self.refs[id(base)] = [1, base.nbytes, base]
@@ -80,7 +80,7 @@ class _Memory:
             for v in value:
                 self.drop(v)
             return
-        base = _base(value)
+        base = buffer_owner(value)
         entry = self.refs[id(base)]
         entry[0] -= 1
         if entry[0] == 0:
@@ -100,9 +100,6 @@ def buffer_owner(array):
     while base is not None and hasattr(base, "nbytes") and hasattr(base, "base"):
         array, base = base, base.base
     return array
-
-
-_base = buffer_owner
 
 
 # instruction kinds; SPEC is a call of a kernel specialized to the binding's types (ir.ops.specialize)
@@ -196,7 +193,7 @@ class CompiledFunction:
         # {instruction: storage id}, [(shape, dtype)]: large intermediates written into arrays kept between
         # calls by the generated function (ir.storage); the interpreter allocates as it goes
         self.storage, self.storage_specs = storage.plan(self) if plan_storage and xp is np else ({}, [])
-        self._constant_ids = frozenset(id(_base(c)) for _, c in self.constants)
+        self._constant_ids = frozenset(id(buffer_owner(c)) for _, c in self.constants)
         self._fast = None  # the generated straight-line function (ir.codegen), made on first use
         self._peaks: dict[tuple, int] = {}  # peak bytes per argument layout, counted on its first call
         self._arg_specs = [(p.type.shape, np.dtype(p.type.dtype)) if isinstance(p.type, TensorType) else None
@@ -383,7 +380,7 @@ def _collect(plan, values, constants):
 def _unshared(value, constants):
     if isinstance(value, tuple):
         return tuple(_unshared(v, constants) for v in value)
-    return value.copy() if id(_base(value)) in constants else value
+    return value.copy() if id(buffer_owner(value)) in constants else value
 
 
 def _check_arg(xp, p: Var, a, fn_name: str):

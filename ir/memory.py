@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .executor import Executor, _base
+from .executor import Executor, buffer_owner
 from .nodes import Call, Constant, Function, IRModule, Tuple, TupleGetItem, Var, free_vars, role_of
 from .printer import assign_names
 from .reuse import plan_reuse
@@ -177,10 +177,10 @@ class _Recorder:
                 if isinstance(a, tuple):
                     continue  # a nested tuple operand: held through the values it was built from
                 label = f"{name}[{i}]" if isinstance(value, tuple) else name
-                base = id(_base(a))
+                base = id(buffer_owner(a))
                 shared = owner.get(base)
                 owner.setdefault(base, label)
-                nbytes = 0 if shared else _base(a).nbytes
+                nbytes = 0 if shared else buffer_owner(a).nbytes
                 where = _where(var) if var is not None else ""
                 out.append(LiveValue(label, tuple(a.shape), str(a.dtype), nbytes, role, where, shared))
         out.sort(key=lambda v: -v.bytes)

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import contextmanager
 
-from ..nodes import Block, Function, IRModule
+from ..nodes import Block, Function, IRModule, Var, free_vars
 
 Pass = Callable[[IRModule], IRModule]
 
@@ -70,3 +70,12 @@ class FunctionPass(ABC):
 
 def replace_bindings(fn: Function, bindings, body) -> Function:
     return Function(list(fn.params), [Block(list(bindings), fn.blocks[0].is_dataflow)], body, dict(fn.attrs))
+
+
+def use_counts(bindings, body) -> dict[Var, int]:
+    """How many times each var is read (twice by `x @ x`)."""
+    uses: dict[Var, int] = {}
+    for e in [b.value for b in bindings] + [body]:
+        for u in free_vars(e):
+            uses[u] = uses.get(u, 0) + 1
+    return uses

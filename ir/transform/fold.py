@@ -49,8 +49,7 @@ class FoldConstants(FunctionPass):
                 if folded is not None:
                     mapping[b.var] = folded
                     continue
-                if isinstance(value, Call):
-                    defs[b.var] = value
+                defs[b.var] = value
             out.append(Binding(b.var, value))
         return replace_bindings(fn, out, substitute(fn.body, mapping))
 

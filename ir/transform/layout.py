@@ -14,9 +14,9 @@ without copying), and a transpose of a transpose cancels, so `(A.T @ B).T` becom
 """
 from __future__ import annotations
 
-from ..nodes import Binding, Call, Expr, Function, Var, free_vars
+from ..nodes import Binding, Call, Expr, Function, Var
 from ..ops.registry import make_call
-from .base import FunctionPass, replace_bindings
+from .base import FunctionPass, replace_bindings, use_counts
 
 
 def _swap_last(ndim: int) -> tuple[int, ...]:
@@ -41,7 +41,7 @@ class LayoutLowering(FunctionPass):
                     candidates.append(v)
         if not candidates:
             return fn
-        uses = _use_counts(bindings, fn.body)
+        uses = use_counts(bindings, fn.body)
         fold: dict[Var, Call] = {}  # matmul var -> the permute that is its only use
         for v in candidates:
             if uses[v.args[0]] != 1:
@@ -84,15 +84,6 @@ def _transposed(x: Expr, defs, fold, name: str) -> tuple[Expr, list[Binding]]:
     call = make_call("permute_dims", [x], {"axes": _swap_last(ndim)})
     var = Var(f"{name}_t", call.type, getattr(x, "loc", None))
     return var, [Binding(var, call)]
-
-
-def _use_counts(bindings, body) -> dict[Var, int]:
-    """How many times each var is read (twice by `x @ x`)."""
-    uses: dict[Var, int] = {}
-    for e in [b.value for b in bindings] + [body]:
-        for u in free_vars(e):
-            uses[u] = uses.get(u, 0) + 1
-    return uses
 
 
 __all__ = ["LayoutLowering"]

@@ -20,31 +20,11 @@ Both patterns must match exactly (shapes, axes, single uses), or the IR is left 
 from __future__ import annotations
 
 import math
-from collections import Counter
+from abc import abstractmethod
 
 from ..nodes import Binding, Call, Expr, Function, Tuple, Var
 from ..ops.registry import make_call
-from .base import FunctionPass, replace_bindings
-
-
-def _uses(fn: Function) -> Counter:
-    uses: Counter = Counter()
-
-    def walk(e):
-        if isinstance(e, Var):
-            uses[e] += 1
-        elif isinstance(e, Call):
-            for a in e.args:
-                walk(a)
-        elif isinstance(e, Tuple):
-            for f in e.fields:
-                walk(f)
-        elif hasattr(e, "tuple_value"):
-            walk(e.tuple_value)
-    for b in fn.blocks[0].bindings:
-        walk(b.value)
-    walk(fn.body)
-    return uses
+from .base import FunctionPass, replace_bindings, use_counts
 
 
 class _Rewrite(FunctionPass):
@@ -54,7 +34,7 @@ class _Rewrite(FunctionPass):
     def transform_function(self, fn: Function) -> Function:
         if len(fn.blocks) != 1:
             return fn
-        uses = _uses(fn)
+        uses = use_counts(fn.blocks[0].bindings, fn.body)
         defs: dict[Var, Expr] = {}
         out: list[Binding] = []
         changed = False
@@ -76,8 +56,9 @@ class _Rewrite(FunctionPass):
             out.append(Binding(b.var, new))
         return replace_bindings(fn, out, fn.body) if changed else fn
 
-    def rewrite(self, call: Call, defs, uses, emit):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def rewrite(self, call: Call, defs, uses, emit) -> Call | None:
+        """The value replacing `call`, or None to keep it."""
 
 
 class BatchedWeightGradients(_Rewrite):
