@@ -10,6 +10,8 @@ import numpy as np
 from tracer import Tensor
 from tracer.tensor import array_module_of
 
+from .groups import is_group_list, make_group
+
 
 def as_array(g, like=None):
     """A gradient (array, Tensor or CuPy array) as an array of `like`'s array module and dtype."""
@@ -23,22 +25,15 @@ def as_array(g, like=None):
     return xp.asarray(g, dtype=like.dtype)
 
 
-def _named(params) -> tuple[list[str] | None, list]:
-    """(names, tensors) from a dict {name: tensor}, (name, tensor) pairs (`named_parameters()`) or
-    plain tensors (names None)."""
-    if isinstance(params, Mapping):
-        return [str(k) for k in params], list(params.values())
-    items = list(params)
-    if items and all(isinstance(i, tuple) and len(i) == 2 and isinstance(i[0], str) for i in items):
-        return [n for n, _ in items], [p for _, p in items]
-    return None, items
-
-
 class Optimizer(ABC):
-    """Base class: holds the parameters (in order), `lr`, the step count and per-parameter state arrays.
+    """Base class: the parameters (in order) in torch's `param_groups`, the step count and per-parameter state.
 
-    `params` is a list of tensors, a dict {name: tensor} or `model.named_parameters()`; `step` takes the
-    gradients as a list in the parameters' order or as the dict that `autodiff.grad(wrt=dict)` returns.
+    `params` is a list of tensors, a dict {name: tensor}, `model.named_parameters()`, or torch's list of
+    group dicts ({"params": tensors, option: value}; options missing from a group take the constructor's).
+    `step` takes the gradients as a list in the parameters' order or as the dict that `autodiff.grad(wrt=dict)`
+    returns. A None gradient (a parameter that took no part in the loss) leaves that parameter and its state
+    alone, as torch skips a parameter whose .grad is None. Options are read from `param_groups` at every step;
+    `opt.lr` (and each option by its name) reads the groups' common value and sets it in every group.
 
     >>> import numpy as np, tracer
     >>> w = tracer.tensor(np.ones(2))
@@ -48,27 +43,84 @@ class Optimizer(ABC):
     [0.5, 0.0]
     """
 
-    def __init__(self, params, lr: float):
-        self.names, self.params = _named(params)
-        if self.names is not None and len(set(self.names)) != len(self.names):
-            raise ValueError(f"{type(self).__name__}: a parameter name appears more than once")
-        if not self.params:
-            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
-        if len({id(p) for p in self.params}) != len(self.params):
-            raise ValueError(f"{type(self).__name__}: a parameter appears more than once")
-        for i, p in enumerate(self.params):
-            if not isinstance(p, Tensor) or p._data is None or p.dtype not in ("float16", "float32", "float64"):
-                raise TypeError(f"{type(self).__name__}: parameter {i} must be a concrete floating-point Tensor")
-        _check_nonnegative(self, lr=lr)
-        self.lr = float(lr)
+    def __init__(self, params, defaults: dict):
+        cls = type(self).__name__
+        object.__setattr__(self, "defaults", dict(defaults))
+        self.param_groups: list[dict] = []
+        self.params: list = []
+        self.state: list[dict] = []
+        self._group_of: list[int] = []  # the group of each parameter
+        self.skipped: list[int] = []  # steps at which each parameter had no gradient (its own step is the rest)
         self.step_count = 0
-        self.state: list[dict] = [{} for _ in self.params]
         self._scratch: dict = {}  # (array module, dtype, k) -> a flat buffer as large as the largest parameter
         self._views: dict = {}  # (array type, dtype, k, shape) -> that buffer's view in the shape
+        groups = params if is_group_list(params) else [{"params": params}]
+        all_names: list[str] | None = []
+        for i, group in enumerate(groups):
+            names = self._add_group(group, f"parameter group {i}" if len(groups) > 1 or groups[0] is params else "")
+            all_names = all_names + names if all_names is not None and names is not None else None
+        self.names = all_names
+        if self.names is not None and len(set(self.names)) != len(self.names):
+            raise ValueError(f"{cls}: a parameter name appears more than once")
+        if not self.params:
+            raise ValueError(f"{cls}: got an empty parameter list")
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group of parameters with its own options (the constructor's where it gives none), as torch's."""
+        if not isinstance(param_group, Mapping):
+            raise TypeError(f"{type(self).__name__}.add_param_group: expected a dict with 'params', got "
+                            f"{type(param_group).__name__}")
+        names = self._add_group(param_group, f"parameter group {len(self.param_groups)}")
+        self.names = None if self.names is None or names is None else self.names + names
+
+    def _add_group(self, group, where: str):
+        cls = type(self).__name__
+        group, names = make_group(cls, group, self.defaults, where)
+        seen = {id(p) for p in self.params}
+        for p in group["params"]:
+            if id(p) in seen:
+                raise ValueError(f"{cls}: a parameter appears more than once" +
+                                 (" (in more than one group)" if self.param_groups else ""))
+            seen.add(id(p))
+            if not isinstance(p, Tensor) or p._data is None or p.dtype not in ("float16", "float32", "float64"):
+                raise TypeError(f"{cls}: parameter {len(self.params)} must be a concrete floating-point Tensor")
+            self.params.append(p)
+        self._check_options(group, where)
+        group["lr"] = float(group["lr"])
+        n = len(group["params"])
+        self._group_of += [len(self.param_groups)] * n
+        self.state += [{} for _ in range(n)]
+        self.skipped += [0] * n
+        self.param_groups.append(group)
+        return names
+
+    def _check_options(self, group: dict, where: str) -> None:
+        """Refuse a group's options with a message naming them; subclasses check their own."""
+        _check_nonnegative(self, where, lr=group["lr"])
+
+    # each option by its name (opt.lr, opt.momentum): the groups' common value; setting it sets every group
+    def __getattr__(self, name):
+        defaults = self.__dict__.get("defaults", {})
+        if name not in defaults or "param_groups" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        values = [g[name] for g in self.param_groups]
+        if any(v != values[0] for v in values[1:]):
+            raise ValueError(f"{type(self).__name__}.{name}: the {len(values)} parameter groups have different "
+                             f"values {values}; read or set param_groups[i][{name!r}]")
+        return values[0]
+
+    def __setattr__(self, name, value):
+        if name in self.__dict__.get("defaults", {}) and "param_groups" in self.__dict__:
+            for i, g in enumerate(self.param_groups):
+                self._check_options({**g, name: value}, f"parameter group {i}" if len(self.param_groups) > 1 else "")
+            for g in self.param_groups:
+                g[name] = float(value) if name == "lr" else value
+            return
+        object.__setattr__(self, name, value)
 
     def step(self, grads) -> None:
         """Update every parameter in place from `grads`: a list in the order of the parameters, or a
-        dict keyed by the parameters' names."""
+        dict keyed by the parameters' names; a None gradient skips its parameter."""
         if type(grads) is not list and isinstance(grads, Mapping):
             grads = self._by_name(grads)
         if isinstance(grads, (Tensor, np.ndarray)) or not hasattr(grads, "__iter__"):
@@ -80,7 +132,8 @@ class Optimizer(ABC):
                              "parameters")
         arrays = []
         for i, (p, g) in enumerate(zip(self.params, grads, strict=True)):
-            if not getattr(p, "requires_grad", True):  # frozen (requires_grad_(False)): left alone, as in torch
+            # no gradient (unused in the loss) or frozen (requires_grad_(False)): left alone, as in torch
+            if g is None or not getattr(p, "requires_grad", True):
                 arrays.append(None)
                 continue
             data = p._data
@@ -93,12 +146,14 @@ class Optimizer(ABC):
                                  f"parameter {i} ({p._name or 'unnamed'}) has shape {p.shape}")
             arrays.append(g)
         self.step_count += 1
-        for p, g, state in zip(self.params, arrays, self.state, strict=True):
-            if g is not None:
-                for k, v in state.items():  # state made before model.to(device) follows its parameter there
-                    if hasattr(v, "shape") and type(v) is not type(p._data):
-                        state[k] = as_array(v, p._data)
-                self._update(p._data, g, state)
+        for i, (p, g, state) in enumerate(zip(self.params, arrays, self.state, strict=True)):
+            if g is None:
+                self.skipped[i] += 1
+                continue
+            for k, v in state.items():  # state made before model.to(device) follows its parameter there
+                if hasattr(v, "shape") and type(v) is not type(p._data):
+                    state[k] = as_array(v, p._data)
+            self._update(p._data, g, state, self.step_count - self.skipped[i], self.param_groups[self._group_of[i]])
 
     def _by_name(self, grads: Mapping) -> list:
         """The gradients of a dict in the parameters' order. Names come from the constructor's dict or
@@ -139,18 +194,24 @@ class Optimizer(ABC):
         return view
 
     @abstractmethod
-    def _update(self, p, g, state: dict) -> None:
-        """Update parameter array p in place from gradient g, with this parameter's state."""
+    def _update(self, p, g, state: dict, t: int, group: dict) -> None:
+        """Update parameter array p in place from gradient g, with this parameter's state, its own step number
+        t (the steps at which it had a gradient, this one included) and its group's options."""
 
     def state_dict(self) -> dict:
-        """{"lr", "step", "state": {"<param index>": {name: array}}}: copies, savable with nn.save (NumPy arrays,
-        also for parameters on a GPU; load_state_dict puts them back on the parameters' device)."""
+        """{"lr", "step", "skipped", "state": {"<param index>": {name: array}}}: copies, savable with nn.save (NumPy
+        arrays, also for parameters on a GPU; load_state_dict puts them back on the parameters' device). "lr" is
+        one number, or one per group where the groups' rates differ; "skipped" counts each parameter's steps
+        without a gradient."""
         state = {str(i): {k: v.copy() if isinstance(v, np.ndarray) else v.get() for k, v in s.items()}
                  for i, s in enumerate(self.state)}
-        return {"lr": self.lr, "step": self.step_count, "state": state}
+        lrs = [g["lr"] for g in self.param_groups]
+        lr = lrs[0] if len(set(lrs)) == 1 else np.array(lrs, "float64")
+        return {"lr": lr, "step": self.step_count, "skipped": np.array(self.skipped, "int64"), "state": state}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Restore lr, the step count and the state arrays (hyperparameters come from the constructor)."""
+        """Restore the learning rates, the step counts and the state arrays (other options come from the
+        constructor)."""
         saved = state_dict.get("state", {})
         problems = []
         new_state: list[dict] = [{} for _ in self.params]
@@ -164,17 +225,25 @@ class Optimizer(ABC):
                 if value.shape != p.shape:
                     problems.append(f"{name} of parameter {key}: shape {tuple(value.shape)}, expected {p.shape}")
                 new_state[int(key)][name] = value.copy()
+        lr = np.asarray(state_dict["lr"], "float64").reshape(-1)
+        if lr.size not in (1, len(self.param_groups)):
+            problems.append(f"{lr.size} learning rates for {len(self.param_groups)} parameter groups")
+        skipped = np.asarray(state_dict.get("skipped", np.zeros(len(self.params))), "int64").reshape(-1)
+        if skipped.size != len(self.params):
+            problems.append(f"skipped-step counts for {skipped.size} parameters, but there are {len(self.params)}")
         if problems:
             raise ValueError(f"{type(self).__name__}.load_state_dict: " + "; ".join(problems))
-        self.lr = float(state_dict["lr"])
+        for i, g in enumerate(self.param_groups):
+            g["lr"] = float(lr[i if lr.size > 1 else 0])
         self.step_count = int(state_dict["step"])
+        self.skipped = [int(s) for s in skipped]
         self.state = new_state
 
 
-def _check_nonnegative(opt, **values) -> None:
+def _check_nonnegative(opt, where: str, **values) -> None:
     for name, v in values.items():
         if not v >= 0.0:
-            raise ValueError(f"{type(opt).__name__}: {name} must be >= 0, got {v}")
+            raise ValueError(f"{type(opt).__name__}: {name} must be >= 0, got {v}" + (f" ({where})" if where else ""))
 
 
 class SGD(Optimizer):
@@ -187,45 +256,53 @@ class SGD(Optimizer):
     # DESIGN.md's positional order (momentum, weight_decay, nesterov); torch's dampening comes by keyword
     def __init__(self, params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
                  *, dampening: float = 0.0):
-        super().__init__(params, lr)
-        _check_nonnegative(self, momentum=momentum, weight_decay=weight_decay)
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening = 0")
-        self.momentum, self.dampening, self.weight_decay, self.nesterov = momentum, dampening, weight_decay, nesterov
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                      nesterov=nesterov))
 
-    def _update(self, p, g, state):
-        if self.weight_decay:
-            g = g + self.weight_decay * p
-        if self.momentum:
+    def _check_options(self, group, where):
+        _check_nonnegative(self, where, lr=group["lr"], momentum=group["momentum"], weight_decay=group["weight_decay"])
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening = 0" + (f" ({where})" if where else ""))
+
+    def _update(self, p, g, state, t, group):
+        momentum, weight_decay = group["momentum"], group["weight_decay"]
+        if weight_decay:
+            g = g + weight_decay * p
+        if momentum:
             buf = state.get("momentum_buffer")
             if buf is None:
                 buf = state["momentum_buffer"] = g.copy()
             else:
-                buf *= self.momentum
-                buf += (1 - self.dampening) * g
-            g = g + self.momentum * buf if self.nesterov else buf
-        p -= array_module_of(p).multiply(g, self.lr, out=self._temp(p))  # p -= lr * g, without a temporary
+                buf *= momentum
+                buf += (1 - group["dampening"]) * g
+            g = g + momentum * buf if group["nesterov"] else buf
+        p -= array_module_of(p).multiply(g, group["lr"], out=self._temp(p))  # p -= lr * g, without a temporary
 
 
 class Adam(Optimizer):
     """Adam (torch.optim.Adam's rule): g += weight_decay * p; m, v moving averages of g and g*g;
-    p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)."""
+    p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps), t the parameter's own step count."""
 
     decoupled = False
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
-        super().__init__(params, lr)
-        _check_nonnegative(self, eps=eps, weight_decay=weight_decay)
-        if not all(0.0 <= b < 1.0 for b in betas) or len(betas) != 2:
-            raise ValueError(f"{type(self).__name__}: betas must be two numbers in [0, 1), got {betas}")
-        self.betas, self.eps, self.weight_decay = tuple(float(b) for b in betas), eps, weight_decay
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
-    def _update(self, p, g, state):
-        beta1, beta2 = self.betas
-        if self.weight_decay and self.decoupled:
-            p *= 1 - self.lr * self.weight_decay
-        elif self.weight_decay:
-            g = g + self.weight_decay * p
+    def _check_options(self, group, where):
+        _check_nonnegative(self, where, lr=group["lr"], eps=group["eps"], weight_decay=group["weight_decay"])
+        betas = group["betas"]
+        if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"{type(self).__name__}: betas must be two numbers in [0, 1), got {betas}"
+                             + (f" ({where})" if where else ""))
+        group["betas"] = tuple(float(b) for b in betas)
+
+    def _update(self, p, g, state, t, group):
+        beta1, beta2 = group["betas"]
+        lr, weight_decay = group["lr"], group["weight_decay"]
+        if weight_decay and self.decoupled:
+            p *= 1 - lr * weight_decay
+        elif weight_decay:
+            g = g + weight_decay * p
         if not state:
             xp = array_module_of(p)
             state["exp_avg"], state["exp_avg_sq"] = xp.zeros_like(p), xp.zeros_like(p)
@@ -239,11 +316,10 @@ class Adam(Optimizer):
         s = xp.multiply(g, 1 - beta2, out=s)
         s *= g
         v += s  # v += (1 - beta2) * g * g
-        t = self.step_count
-        step_size = self.lr / (1 - beta1 ** t)
+        step_size = lr / (1 - beta1 ** t)
         denom = xp.sqrt(v, out=denom)
         denom /= math.sqrt(1 - beta2 ** t)
-        denom += self.eps  # v ** 0.5 / sqrt(1 - beta2 ** t) + eps
+        denom += group["eps"]  # v ** 0.5 / sqrt(1 - beta2 ** t) + eps
         s = xp.multiply(m, step_size, out=s)
         s /= denom
         p -= s  # p -= step_size * m / denom
@@ -263,7 +339,7 @@ def clip_grad_norm(grads, max_norm: float):
 
     Functional, unlike torch.nn.utils.clip_grad_norm_: here gradients are values returned by
     autodiff.grad, not `.grad` attributes, so the clipped list is returned and the inputs are untouched.
-    A dict of gradients (from `grad(wrt=dict)`) gives a dict with the same keys.
+    A dict of gradients (from `grad(wrt=dict)`) gives a dict with the same keys; a None gradient stays None.
 
     >>> import numpy as np
     >>> clipped, norm = clip_grad_norm([np.array([3.0, 4.0])], max_norm=1.0)
@@ -273,12 +349,12 @@ def clip_grad_norm(grads, max_norm: float):
     if isinstance(grads, Mapping):
         clipped, total = clip_grad_norm(list(grads.values()), max_norm)
         return dict(zip(grads, clipped, strict=True)), total
-    arrays = [as_array(g) for g in grads]
-    total = math.sqrt(sum(float((a.astype("float64") ** 2).sum()) for a in arrays))
+    arrays = [None if g is None else as_array(g) for g in grads]  # None: no gradient, skipped as torch's
+    total = math.sqrt(sum(float((a.astype("float64") ** 2).sum()) for a in arrays if a is not None))
     coef = max_norm / (total + 1e-6)
     if coef >= 1.0:
         return arrays, total
-    return [a * coef for a in arrays], total
+    return [None if a is None else a * coef for a in arrays], total
 
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer", "clip_grad_norm"]

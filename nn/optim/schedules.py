@@ -4,34 +4,68 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 
+import numpy as np
+
 
 class LRSchedule(ABC):
-    """Base class: `step()` once per optimizer step (or per epoch); `lr_at(t)` is the rate after t steps."""
+    """Base class: `step()` once per optimizer step (or per epoch); `lr_at(t)` is the rate after t steps.
+
+    With several parameter groups each follows the schedule from its own initial rate (torch's base_lrs):
+    `lr_at` reads `self.base_lr`, set to each group's in turn.
+    """
 
     def __init__(self, optimizer):
         self.optimizer = optimizer
-        self.base_lr = float(optimizer.lr)
+        groups = getattr(optimizer, "param_groups", None)
+        self.base_lrs = [float(g["lr"]) for g in groups] if groups else [float(optimizer.lr)]
+        self.base_lr = self.base_lrs[0]
         self.last_step = 0
-        optimizer.lr = self.lr_at(0)
+        self._apply()
 
     @abstractmethod
     def lr_at(self, t: int) -> float:
-        """The learning rate after t steps."""
+        """The learning rate after t steps, from `self.base_lr`."""
+
+    def _apply(self) -> None:
+        groups = getattr(self.optimizer, "param_groups", None)
+        first = self.base_lr
+        try:
+            rates = []
+            for base in self.base_lrs:
+                self.base_lr = base
+                rates.append(self.lr_at(self.last_step))
+        finally:
+            self.base_lr = first
+        if groups:
+            for g, lr in zip(groups, rates, strict=True):
+                g["lr"] = float(lr)
+        else:
+            self.optimizer.lr = rates[0]
 
     @property
     def lr(self) -> float:
         return self.optimizer.lr
 
+    def get_last_lr(self) -> list[float]:
+        """The current rate of each group, as torch's."""
+        groups = getattr(self.optimizer, "param_groups", None)
+        return [g["lr"] for g in groups] if groups else [self.optimizer.lr]
+
     def step(self) -> None:
         self.last_step += 1
-        self.optimizer.lr = self.lr_at(self.last_step)
+        self._apply()
 
     def state_dict(self) -> dict:
-        return {"base_lr": self.base_lr, "last_step": self.last_step}
+        return {"base_lr": self.base_lrs[0] if len(self.base_lrs) == 1 else np.array(self.base_lrs),
+                "last_step": self.last_step}
 
     def load_state_dict(self, state: dict) -> None:
-        self.base_lr, self.last_step = float(state["base_lr"]), int(state["last_step"])
-        self.optimizer.lr = self.lr_at(self.last_step)
+        bases = [float(b) for b in np.asarray(state["base_lr"], "float64").reshape(-1)]
+        if len(bases) != len(self.base_lrs):
+            raise ValueError(f"{type(self).__name__}.load_state_dict: {len(bases)} base rates for "
+                             f"{len(self.base_lrs)} parameter groups")
+        self.base_lrs, self.base_lr, self.last_step = bases, bases[0], int(state["last_step"])
+        self._apply()
 
 
 class StepLR(LRSchedule):

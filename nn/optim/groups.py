@@ -1,0 +1,47 @@
+"""Parameter groups, as torch.optim's: `optim.SGD([{"params": a}, {"params": b, "lr": 0.1}], lr=0.01)`.
+
+Each group is a dict holding its parameters under "params" and every option of its optimizer (a group's
+own value, else the constructor's default). Optimizers read the options from the groups at every step,
+so `for g in opt.param_groups: g["lr"] = ...` takes effect at the next step, as in torch.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tracer import Tensor
+
+
+def named(params) -> tuple[list[str] | None, list]:
+    """(names, tensors) from a dict {name: tensor}, (name, tensor) pairs (`named_parameters()`), one tensor
+    or plain tensors (names None)."""
+    if isinstance(params, Tensor):
+        return None, [params]
+    if isinstance(params, Mapping):
+        return [str(k) for k in params], list(params.values())
+    items = list(params)
+    if items and all(isinstance(i, tuple) and len(i) == 2 and isinstance(i[0], str) for i in items):
+        return [n for n, _ in items], [p for _, p in items]
+    return None, items
+
+
+def is_group_list(params) -> bool:
+    """True for torch's group form: a list (or tuple) of dicts, each with its own "params"."""
+    return isinstance(params, (list, tuple)) and bool(params) and all(isinstance(g, Mapping) for g in params)
+
+
+def make_group(cls: str, group: Mapping, defaults: dict, where: str) -> tuple[dict, list[str] | None]:
+    """A group dict with every option filled in from `defaults`, its "params" a list; and its names."""
+    if "params" not in group:
+        raise ValueError(f"{cls}: {where} has no 'params' entry (a parameter group is a dict "
+                         "{'params': tensors, option: value, ...})")
+    unknown = sorted(str(k) for k in group if k != "params" and k not in defaults)
+    if unknown:
+        raise TypeError(f"{cls}: {where} has unknown option(s) {', '.join(repr(k) for k in unknown)}; "
+                        f"{cls}'s options are {', '.join(defaults)}")
+    names, tensors = named(group["params"])
+    out = {"params": tensors}
+    out.update({k: group.get(k, v) for k, v in defaults.items()})
+    return out, names
+
+
+__all__ = ["is_group_list", "make_group", "named"]
