@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .device import device_of, move
-from .math import add, as_tensor, astype, divide, multiply, subtract
+from .math import add, as_tensor, astype, divide, floor_divide, multiply, power, remainder, stop_gradient, subtract
 from .tensor import Tensor, TraceError, active_trace, apply
 
 
@@ -103,6 +103,41 @@ def div_(self: Tensor, other) -> Tensor:
     return _checked_kind(self, divide(self, other), "div_")
 
 
+def pow_(self: Tensor, exponent) -> Tensor:
+    """self **= exponent, in place (the result must keep self's dtype kind, as torch's)."""
+    return _checked_kind(self, power(self, exponent), "pow_")
+
+
+def floor_divide_(self: Tensor, other) -> Tensor:
+    """self //= other, in place: floor(self / other), as torch's floor_divide_ and Python's //."""
+    return _checked_kind(self, floor_divide(self, other), "floor_divide_")
+
+
+def remainder_(self: Tensor, other) -> Tensor:
+    """self %= other, in place, with the sign of other (Python's and torch's %)."""
+    return _checked_kind(self, remainder(self, other), "remainder_")
+
+
+def _get_data(self: Tensor) -> Tensor:
+    """torch's `.data`: the same values cut from the gradient, sharing self's buffer (`p.data.mul_(0.5)` changes p).
+    Inside a trace it is a view (a stop_gradient), so a later in-place write to either is refused there, as
+    for other views, rather than differ from eager."""
+    if active_trace() is not None:
+        return stop_gradient(self)
+    return Tensor.wrap(self._concrete(".data"))
+
+
+def _set_data(self: Tensor, value) -> None:
+    """`p.data = t`: p takes t's values (its shape and dtype too) and shares its buffer, as torch's."""
+    if active_trace() is not None:
+        raise TraceError("t.data = value inside a trace: replacing a tensor's buffer cannot be recorded; assign "
+                         "outside the traced function, or write in place (t.copy_(value))")
+    self._concrete(".data = value")
+    if not isinstance(value, Tensor):
+        raise TypeError(f"t.data = value: value must be a Tensor, got {type(value).__name__}")
+    self._data = value._concrete(".data = value")
+
+
 def zero_(self: Tensor) -> Tensor:
     """Set every element to 0, in place."""
     return copy_(self, np.zeros((), self.dtype))
@@ -116,5 +151,8 @@ def fill_(self: Tensor, value) -> Tensor:
 METHODS = {
     "__iadd__": _inplace(add, "__iadd__"), "__isub__": _inplace(subtract, "__isub__"),
     "__imul__": _inplace(multiply, "__imul__"), "__itruediv__": _inplace(divide, "__itruediv__"),
+    "__ipow__": _inplace(power, "__ipow__"), "__ifloordiv__": _inplace(floor_divide, "__ifloordiv__"),
+    "__imod__": _inplace(remainder, "__imod__"), "pow_": pow_, "floor_divide_": floor_divide_,
+    "remainder_": remainder_, "data": property(_get_data, _set_data),
     "copy_": copy_, "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "zero_": zero_, "fill_": fill_,
 }

@@ -265,14 +265,33 @@ def to_expr(value, ctx) -> Expr:
     return written[1] if written is not None else ctx.capture(value)
 
 
-# ops whose eager NumPy kernels return views of their first input: an in-place write to the base after
-# the view was taken would show through the view eagerly, which a trace (values, not buffers) cannot mimic
-VIEW_OPS = frozenset({"reshape", "permute_dims", "expand_dims", "squeeze", "strided_slice", "split", "broadcast_to"})
+# ops whose eager NumPy kernels return views of their first input (stop_gradient, detach's op, returns the
+# input's own buffer, as torch's detach shares it): an in-place write to the base after the view was taken
+# would show through the view eagerly, which a trace (values, not buffers) cannot mimic
+VIEW_OPS = frozenset({"reshape", "permute_dims", "expand_dims", "squeeze", "strided_slice", "split", "broadcast_to",
+                      "grad.stop_gradient"})
+
+
+def _version(t: Tensor, ctx):
+    """What `t` holds now in trace ctx: its traced value, or for an outside tensor the value last written to
+    it in place (None while unwritten); a view whose base's version changed would differ from eager."""
+    if t._var is not None:
+        return t._var
+    written = ctx.writes.get(id(t))
+    return written[1] if written is not None else None
+
+
+def _view_base(t: Tensor, ctx):
+    """(base, its version) for a view of t taken now in ctx: a view of a view is a view of the first one's
+    base; an outside tensor (a captured weight or buffer) is a base too, its writes recorded in ctx.writes."""
+    if t._var is not None:
+        return (ctx.views.get(t._var) or (t, t._var)) if t._trace is ctx else None
+    return t, _version(t, ctx)
 
 
 def _check_view(var, ctx) -> None:
-    base, base_var = ctx.views[var]
-    if base._var is not base_var:
+    base, base_version = ctx.views[var]
+    if _version(base, ctx) is not base_version:
         raise TraceError(f"a view ({var.type}) of a tensor that was then updated in place is used inside a trace: "
                          "eagerly the view would show the update, a traced value cannot; take the view after the "
                          "update, or update out of place (y = x + 1)")
@@ -289,10 +308,7 @@ def apply(op_name: str, inputs, **attrs):
     else:
         args = [to_expr(t, ctx) for t in inputs]
     var = ctx.builder.emit(make_call(op_name, args, attrs))
-    base = None
-    if op_name in VIEW_OPS and inputs[0]._var is not None and inputs[0]._trace is ctx:
-        # a view of a view is a view of the first one's base
-        base = ctx.views.get(inputs[0]._var) or (inputs[0], inputs[0]._var)
+    base = _view_base(inputs[0], ctx) if op_name in VIEW_OPS else None
     if isinstance(var.type, ir.TupleType):
         fields = tuple(Tensor(_var=ctx.builder.get_item(var, i), _trace=ctx) for i in range(len(var.type.fields)))
         for f in fields if base is not None else ():

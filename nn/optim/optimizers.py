@@ -262,7 +262,8 @@ class SGD(Optimizer):
     def _check_options(self, group, where):
         _check_nonnegative(self, where, lr=group["lr"], momentum=group["momentum"], weight_decay=group["weight_decay"])
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
-            raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening = 0" + (f" ({where})" if where else ""))
+            raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening = 0"
+                             + (f" ({where})" if where else ""))
 
     def _update(self, p, g, state, t, group):
         momentum, weight_decay = group["momentum"], group["weight_decay"]

@@ -163,7 +163,7 @@ def test_group_errors_name_the_problem():
         optim.SGD([{"params": ps, "lr": -1.0}], lr=0.1)
     opt = optim.SGD(_two_groups(ps), lr=0.01)
     with pytest.raises(ValueError, match=r"param_groups\[i\]\['lr'\]"):
-        opt.lr
+        _ = opt.lr
     opt.lr = 0.5  # setting sets every group, as a scheduler's single rate
     assert [g["lr"] for g in opt.param_groups] == [0.5, 0.5]
 
