@@ -6,35 +6,44 @@ import os
 import numpy as np
 
 from tracer import Tensor
+from tracer.tensor import array_module_of
 
 
 def batches(arrays, batch_size: int, shuffle: bool = True, seed: int | None = None, drop_last: bool = False,
-            shard: tuple[int, int] | None = None):
-    """An iterator over tuples of aligned batches from `arrays` (a tuple/list of arrays sharing their first
-    dimension, or one array); seed=None shuffles differently every call, a seed fixes the order. The last
-    batch is smaller unless drop_last; the arguments are checked at once, not at the first batch.
+            shard: tuple[int, int] | None = None) -> Batches:
+    """Tuples of aligned batches from `arrays` (a tuple/list of arrays or Tensors sharing their first dimension,
+    or one array), re-iterable as torch's DataLoader: each `for` over it is a fresh pass (an epoch), reshuffled
+    when shuffle=True, and `len()` is the number of batches per pass. Each batch holds what it was given:
+    a Tensor's rows as a Tensor (same dtype and device), an array's as an array. seed=None shuffles differently
+    every pass; a seed fixes every pass's order: pass k's is a function of (seed, k) (pass 0's is
+    `np.random.default_rng(seed).permutation(n)`), and `set_epoch(k)` picks the next pass's k, as torch's
+    DistributedSampler. The last batch is smaller unless drop_last; the arguments are checked at once.
 
-    shard=(rank, world_size) gives this process every world_size-th sample of the epoch's order, starting
+    shard=(rank, world_size) gives this process every world_size-th sample of the pass's order, starting
     at `rank`, as torch's DistributedSampler: with the same seed on every rank the shards are disjoint, and
     batch k of each rank together make batch k of batch_size * world_size in the one-process order. Every
     rank gets as many samples (so as many steps): drop_last drops the order's tail to a multiple of
     world_size (and each rank's last short batch), else the order is padded by repeating its start. With
-    shuffle and several ranks a seed is required (ValueError without one): vary it per epoch.
+    shuffle and several ranks a seed is required (ValueError without one); passes reshuffle from it.
 
     >>> x, y = np.arange(10).reshape(5, 2), np.arange(5)
-    >>> [b[1].tolist() for b in batches((x, y), 2, shuffle=False)]
-    [[0, 1], [2, 3], [4]]
+    >>> loader = batches((x, y), 2, shuffle=False)
+    >>> len(loader), [b[1].tolist() for b in loader], [b[1].tolist() for b in loader]   # every pass
+    (3, [[0, 1], [2, 3], [4]], [[0, 1], [2, 3], [4]])
     >>> [b[1].tolist() for b in batches((x, y), 2, shuffle=False, shard=(1, 2))]   # padded with sample 0
     [[1, 3], [0]]
     """
     if isinstance(arrays, (np.ndarray, Tensor)):
         arrays = (arrays,)
-    arrays = [a.numpy() if isinstance(a, Tensor) else np.asarray(a) for a in arrays]
+    arrays = [a if isinstance(a, Tensor) else np.asarray(a) for a in arrays]
+    for i, a in enumerate(arrays):
+        if isinstance(a, Tensor):
+            a._concrete(f"batches: array {i}")  # a traced value has no rows to hand out
     if not arrays:
         raise ValueError("batches: got no arrays")
     lengths = [len(a) if a.ndim else None for a in arrays]
     if None in lengths or len(set(lengths)) != 1:
-        shapes = ", ".join(str(a.shape) for a in arrays)
+        shapes = ", ".join(str(tuple(a.shape)) for a in arrays)
         raise ValueError(f"batches: the arrays must share their first dimension, got shapes {shapes}")
     whole = isinstance(batch_size, (int, np.integer)) and not isinstance(batch_size, bool) or \
         isinstance(batch_size, (float, np.floating)) and float(batch_size).is_integer()
@@ -47,9 +56,52 @@ def batches(arrays, batch_size: int, shuffle: bool = True, seed: int | None = No
             raise ValueError(f"batches: shard must be (rank, world_size) with 0 <= rank < world_size, got {shard!r}")
         if shuffle and seed is None and shard[1] > 1:  # each process would draw its own order: overlapping shards
             raise ValueError(f"batches: shard={tuple(shard)!r} with shuffle=True needs a seed, the same on every "
-                             "process (e.g. seed=base_seed + epoch), so that the shards split one order")
-    # checked above, when called; the batches themselves come lazily
-    return _batches(arrays, int(batch_size), shuffle, seed, drop_last, shard)
+                             "process, so that the shards split one order (each pass reshuffles from it)")
+    return Batches(arrays, int(batch_size), shuffle, seed, drop_last, shard)
+
+
+class Batches:
+    """What `batches` returns: a re-iterable, sized sequence of passes over the arrays (see `batches`)."""
+
+    def __init__(self, arrays, batch_size: int, shuffle: bool, seed, drop_last: bool, shard):
+        self.arrays, self.batch_size, self.shuffle, self.seed = arrays, batch_size, shuffle, seed
+        self.drop_last, self.shard = drop_last, shard
+        self.epoch = 0  # the next pass's number
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next pass pass number `epoch` (its order is a function of (seed, epoch))."""
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+            raise ValueError(f"batches.set_epoch: epoch must be an integer >= 0, got {epoch!r}")
+        self.epoch = int(epoch)
+
+    def _samples(self) -> int:
+        n = len(self.arrays[0])
+        if self.shard is not None:
+            world = int(self.shard[1])
+            n = (n - n % world if self.drop_last else -(-n // world) * world) // world
+        return n
+
+    def __len__(self) -> int:
+        n = self._samples()
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def _order(self, epoch: int) -> np.ndarray:
+        n = len(self.arrays[0])
+        if not self.shuffle:
+            return np.arange(n)
+        seed = self.seed if self.seed is None or epoch == 0 else [self.seed, epoch]
+        return np.random.default_rng(seed).permutation(n)
+
+    def __iter__(self):
+        epoch, self.epoch = self.epoch, self.epoch + 1
+        order = self._order(epoch)
+        if self.shard is not None:
+            order = _shard(order, self.drop_last, self.shard)
+        return _passes(self.arrays, order, self.batch_size, self.drop_last)
+
+    def __repr__(self) -> str:
+        return (f"batches({len(self.arrays)} arrays of {len(self.arrays[0])} rows, batch_size={self.batch_size}, "
+                f"shuffle={self.shuffle}, seed={self.seed}, drop_last={self.drop_last}, shard={self.shard})")
 
 
 def _shard(order: np.ndarray, drop_last: bool, shard) -> np.ndarray:
@@ -62,16 +114,22 @@ def _shard(order: np.ndarray, drop_last: bool, shard) -> np.ndarray:
     return order[rank::world]
 
 
-def _batches(arrays, batch_size: int, shuffle: bool, seed, drop_last: bool, shard=None):
-    n = len(arrays[0])
-    order = np.random.default_rng(seed).permutation(n) if shuffle else np.arange(n)
-    if shard is not None:
-        order = _shard(order, drop_last, shard)
-        n = len(order)
+def _rows(a, idx):
+    """Rows idx of an array, or of a Tensor as a Tensor on its device (read now: in-place updates show)."""
+    if not isinstance(a, Tensor):
+        return a[idx]
+    data = a._concrete("batches")
+    if not isinstance(data, np.ndarray):
+        idx = array_module_of(data).asarray(idx)
+    return Tensor.wrap(data[idx])
+
+
+def _passes(arrays, order: np.ndarray, batch_size: int, drop_last: bool):
+    n = len(order)
     stop = n - n % batch_size if drop_last else n
     for start in range(0, stop, batch_size):
         idx = order[start:start + batch_size]
-        yield tuple(a[idx] for a in arrays)
+        yield tuple(_rows(a, idx) for a in arrays)
 
 
 def load_digits(test_fraction: float = 0.2):

@@ -31,8 +31,8 @@ def test_batches_shuffle_keeps_rows_aligned_and_seed_fixes_order():
 
 def test_batches_single_array_and_tensors():
     assert [b[0].tolist() for b in nn.data.batches(np.arange(3), 2, shuffle=False)] == [[0, 1], [2]]
-    (bx,) = next(nn.data.batches((tracer.tensor(np.ones((4, 2))),), 3))
-    assert isinstance(bx, np.ndarray) and bx.shape == (3, 2)
+    (bx,) = next(iter(nn.data.batches((tracer.tensor(np.ones((4, 2))),), 3)))  # re-iterable, as a DataLoader
+    assert isinstance(bx, tracer.Tensor) and bx.shape == (3, 2)  # what it was given (tests/nn/test_data_epochs.py)
 
 
 def test_batches_errors():
