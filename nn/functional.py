@@ -15,6 +15,7 @@ import tracer
 from tracer import Tensor, gelu, relu, sigmoid, silu, tanh  # noqa: F401  (re-exported as F.relu, ...)
 from tracer.torch_methods import torch_names
 
+from . import pooling as _pooling
 from .activations import elu, leaky_relu, mish, softplus  # noqa: F401  (re-exported as F.elu, ...)
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -259,14 +260,21 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     return tracer.conv2d(_tensor(x), weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0) -> Tensor:
-    """The maximum of each window of x (N, C, H, W); stride defaults to kernel_size."""
-    return tracer.max_pool2d(_tensor(x), kernel_size, stride=stride, padding=padding)
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False) -> Tensor:
+    """The maximum of each window of x (N, C, H, W), as torch's: stride defaults to kernel_size, padding at most
+    half the window, ceil_mode=True rounds the window count up (a window starting past the input dropped)."""
+    if return_indices:
+        raise NotImplementedError("max_pool2d: return_indices=True is not supported (no indices are computed); "
+                                  "use return_indices=False")
+    return _pooling.max_pool2d(_tensor(x), kernel_size, stride, padding, dilation, ceil_mode)
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0) -> Tensor:
-    """The mean of each window of x (N, C, H, W), padded zeros counted (torch's count_include_pad=True)."""
-    return tracer.avg_pool2d(_tensor(x), kernel_size, stride=stride, padding=padding)
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None) -> Tensor:
+    """The mean of each window of x (N, C, H, W), as torch's: padded zeros counted unless count_include_pad=False
+    (never the extra room of ceil_mode), or the window's sum divided by divisor_override."""
+    return _pooling.avg_pool2d(_tensor(x), kernel_size, stride, padding, ceil_mode, count_include_pad,
+                               divisor_override)
 
 
 __all__ = ["avg_pool2d", "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv2d", "cross_entropy",

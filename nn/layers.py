@@ -146,30 +146,51 @@ class Conv1d(_ConvNd):
 
 
 class MaxPool2d(Module):
-    """Max pooling over NCHW input; stride defaults to kernel_size, padding at most half the window."""
+    """Max pooling over NCHW input, as torch's: stride defaults to kernel_size, padding at most half the window,
+    ceil_mode=True rounds the window count up."""
 
-    def __init__(self, kernel_size, stride=None, padding=0):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
-        name = type(self).__name__
-        window = _pair(name, "kernel_size", kernel_size, 1)
-        if stride is not None:
-            _pair(name, "stride", stride, 1)
-        if any(2 * p > k for p, k in zip(_pair(name, "padding", padding, 0), window, strict=True)):
-            raise ValueError(f"{name}: padding ({padding}) must be at most half of kernel_size ({kernel_size})")
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        _check_pool(type(self).__name__, kernel_size, stride, padding)
+        _pair(type(self).__name__, "dilation", dilation, 1)
+        if return_indices:
+            raise NotImplementedError("MaxPool2d: return_indices=True is not supported; use return_indices=False")
+        self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, x):
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool2d(Module):
+    """Average pooling, as torch's: zero padding counts towards the average unless count_include_pad=False,
+    ceil_mode=True rounds the window count up, divisor_override replaces the divisor."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+        super().__init__()
+        _check_pool(type(self).__name__, kernel_size, stride, padding)
+        self.kernel_size, self.stride, self.padding, self.ceil_mode = kernel_size, stride, padding, ceil_mode
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+
+    def forward(self, x):
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
+                            self.divisor_override)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AvgPool2d(MaxPool2d):
-    """Average pooling; zero padding counts towards the average, as PyTorch's default."""
-
-    def forward(self, x):
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding)
+def _check_pool(name, kernel_size, stride, padding) -> None:
+    window = _pair(name, "kernel_size", kernel_size, 1)
+    if stride is not None:
+        _pair(name, "stride", stride, 1)
+    if any(2 * p > k for p, k in zip(_pair(name, "padding", padding, 0), window, strict=True)):
+        raise ValueError(f"{name}: padding ({padding}) must be at most half of kernel_size ({kernel_size})")
 
 
 class Embedding(Module):

@@ -1,0 +1,100 @@
+"""torch's 2-D pooling options (ceil_mode, count_include_pad, divisor_override) on the IR's pooling ops.
+
+torch and Relax count ceil_mode's windows differently: torch drops a last window that would start past the
+input (in the right padding), Relax keeps it (and the IR refuses a window that reads no input). So the
+window count is torch's, reached with ceil_mode=False and the extra room added to the bottom/right padding;
+the max pads with -inf, so the extra room changes nothing. An average divides by torch's divisor: where the
+IR op's own divisor (the taps it counts, the extra room included when count_include_pad) differs, or a
+divisor_override is given, the result is scaled by the constant ratio of the two.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import tracer
+from ir.ops.conv import window_taps
+from tracer import Tensor
+from tracer.tensor import apply
+
+
+def _pair(fn: str, name: str, v, low: int) -> tuple[int, int]:
+    items = tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+    if len(items) != 2 or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in items):
+        raise ValueError(f"{fn}: {name} must be an int or a pair of ints, got {v!r}")
+    if min(items) < low:
+        raise ValueError(f"{fn}: {name} must be >= {low}, got {v!r}")
+    return int(items[0]), int(items[1])
+
+
+def torch_out(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    """torch's pooled length along one axis (pooling_output_shape)."""
+    room = size + 2 * p - d * (k - 1) - 1
+    out = (room + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:  # the last window would start in the right padding
+        out -= 1
+    return out
+
+
+def geometry(fn: str, x: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool) -> dict:
+    """The IR attributes giving torch's windows: pool_size, strides, dilation, padding (extra room at the end)."""
+    if x.ndim != 4:
+        raise ValueError(f"{fn}: input must be NCHW (4-d), got shape {x.shape}")
+    k = _pair(fn, "kernel_size", kernel_size, 1)
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and not stride) else _pair(fn, "stride", stride, 1)
+    p, d = _pair(fn, "padding", padding, 0), _pair(fn, "dilation", dilation, 1)
+    if any(2 * pi > ki for pi, ki in zip(p, k, strict=True)):
+        raise ValueError(f"{fn}: padding {padding} must be at most half of kernel_size {kernel_size} (as torch)")
+    out, extra = [], []
+    for i in range(2):
+        o = torch_out(x.shape[2 + i], k[i], s[i], p[i], d[i], ceil_mode)
+        if o < 1:
+            raise ValueError(f"{fn}: input of shape {x.shape} is too small for kernel_size {kernel_size}, "
+                             f"padding {padding}, dilation {dilation} (output size {o} along axis {2 + i})")
+        out.append(o)
+        extra.append(max(0, (o - 1) * s[i] + d[i] * (k[i] - 1) + 1 - (x.shape[2 + i] + 2 * p[i])))
+    return dict(pool_size=k, strides=s, dilation=d, padding=(p[0], p[1], p[0] + extra[0], p[1] + extra[1]),
+                ceil_mode=False, out=tuple(out))
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False) -> Tensor:
+    """torch.nn.functional.max_pool2d's windows, ceil_mode included."""
+    x = tracer.tensor(x) if not isinstance(x, Tensor) else x
+    attrs = geometry("max_pool2d", x, kernel_size, stride, padding, dilation, bool(ceil_mode))
+    attrs.pop("out")
+    return apply("nn.max_pool2d", [x], **attrs)
+
+
+def _torch_divisor(size, k, s, p, out, include_pad) -> np.ndarray:
+    start = np.arange(out) * s - p
+    end = np.minimum(start + k, size + p)
+    if not include_pad:
+        start, end = np.maximum(start, 0), np.minimum(end, size)
+    return end - start
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None) -> Tensor:
+    """torch.nn.functional.avg_pool2d: ceil_mode, count_include_pad and divisor_override as torch's."""
+    x = tracer.tensor(x) if not isinstance(x, Tensor) else x
+    if divisor_override is not None and (isinstance(divisor_override, bool) or
+                                         not isinstance(divisor_override, (int, np.integer)) or divisor_override == 0):
+        raise ValueError(f"avg_pool2d: divisor_override must be a nonzero int, got {divisor_override!r}")
+    g = geometry("avg_pool2d", x, kernel_size, stride, padding, 1, bool(ceil_mode))
+    out = g.pop("out")
+    include = bool(count_include_pad)
+    y = apply("nn.avg_pool2d", [x], count_include_pad=include, **g)
+    k, s, pad = g["pool_size"], g["strides"], g["padding"]
+    ir_div = [window_taps(x.shape[2 + i], k[i], s[i], pad[i], 1, out[i], include, pad[i + 2]) for i in range(2)]
+    ir_div = np.outer(*ir_div).astype("float64")
+    if divisor_override is not None:
+        want = np.full(out, float(divisor_override))
+    else:
+        want = np.outer(*[_torch_divisor(x.shape[2 + i], k[i], s[i], pad[i], out[i], include)
+                          for i in range(2)]).astype("float64")
+    if np.array_equal(ir_div, want):
+        return y
+    ratio = tracer.tensor((ir_div / want).astype(x.dtype), device=x.device if x._var is None else None)
+    return y * ratio  # sum / want, from the IR's sum / ir_div
+
+
+__all__ = ["avg_pool2d", "geometry", "max_pool2d", "torch_out"]
