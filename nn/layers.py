@@ -371,6 +371,33 @@ class Sequential(Module):
             object.__setattr__(part, name, m)
         return part
 
+    def _key(self, index, what: str) -> str:
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"{type(self).__name__}[{index!r}]{what}: takes an int index, got {type(index).__name__}")
+        keys = list(self._modules)
+        if not -len(keys) <= index < len(keys):
+            raise IndexError(f"{type(self).__name__}: index {index} is out of range for a {type(self).__name__} of "
+                             f"{len(keys)} modules")
+        return keys[index]
+
+    def __setitem__(self, index, module) -> None:
+        """`seq[i] = module` replaces the i-th module, keeping its name and place, as torch's."""
+        if not isinstance(module, Module):
+            raise TypeError(f"{type(self).__name__}[{index!r}] = value: value must be a Module, got "
+                            f"{type(module).__name__}")
+        setattr(self, self._key(index, " = value"), module)
+
+    def __delitem__(self, index) -> None:
+        """`del seq[i]` (or a slice): the rest renumbered "0", "1", ..., as torch's."""
+        keys = list(self._modules)[index] if isinstance(index, slice) else [self._key(index, " (del)")]
+        for key in keys:
+            delattr(self, key)
+        rest = list(self._modules.values())
+        for key in list(self._modules):
+            delattr(self, key)
+        for i, m in enumerate(rest):
+            setattr(self, str(i), m)
+
     def __len__(self) -> int:
         return len(self._modules)
 
