@@ -52,6 +52,9 @@ class Single:
     def bcast_object(self, obj, root: int):
         return obj
 
+    def allgather_object(self, obj) -> list:
+        return [obj]
+
     def barrier(self) -> None:
         pass
 
@@ -78,8 +81,43 @@ class MPIComm:
     def bcast_object(self, obj, root: int):
         return self.comm.bcast(obj, root=root)
 
+    def allgather_object(self, obj) -> list:
+        """Every process's `obj`, in rank order (pickled: for small things, shapes and messages)."""
+        return self.comm.allgather(obj)
+
     def barrier(self) -> None:
         self.comm.Barrier()
+
+    def abort(self, code: int = 1) -> None:
+        self.comm.Abort(code)
+
+
+def abort_on_uncaught_exception(host) -> None:
+    """Make an exception that ends this process end every process of the job (once per process).
+
+    Without it, a process that raises outside a data_parallel step exits while the others wait in their
+    next collective forever, each polling a core: MPI has no timeout, and mpiexec keeps waiting for them.
+    The hook prints which rank failed and the traceback, then calls MPI_Abort, which makes mpiexec end
+    every process at once. An exception the program catches is not affected. (mpi4py's
+    `python -m mpi4py script.py` does the same for scripts started that way.)
+    """
+    previous = sys.excepthook
+    if getattr(previous, "_tracegrad_abort", False):
+        return
+
+    def hook(kind, value, tb):
+        try:
+            print(f"nn.distributed: rank {host.rank} of {host.size} stopped with an uncaught {kind.__name__}: "
+                  f"{value}; aborting all {host.size} processes (MPI_Abort) so that none waits forever",
+                  file=sys.stderr, flush=True)
+            previous(kind, value, tb)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            host.abort(1)
+
+    hook._tracegrad_abort = True
+    sys.excepthook = hook
 
 
 def mpi_comm() -> MPIComm:
@@ -134,6 +172,8 @@ def make_world(backend: str | None) -> World:
     # (or already imported by the user, who may have set it up themselves)
     wants_mpi = backend == "mpi" or (size or 1) > 1 or "mpi4py.MPI" in sys.modules
     host = mpi_comm() if wants_mpi else Single()
+    if host.size > 1:
+        abort_on_uncaught_exception(host)
     world = World(host, backend or ("mpi" if host.size > 1 else "single"))
     if backend == "nccl":
         world.device_comm()

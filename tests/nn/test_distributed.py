@@ -20,19 +20,24 @@ SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "MP
 
 @pytest.fixture(autouse=True)
 def fresh_world(monkeypatch):
-    """No world yet, and no launcher in the environment."""
+    """No world yet, and no launcher in the environment (and the excepthook that init() sets on several
+    processes undone afterwards)."""
     monkeypatch.setattr(api, "_world", None)
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
     for name in SIZE_VARIABLES:
         monkeypatch.delenv(name, raising=False)
 
 
 class FakeComm:
     """COMM_WORLD of 2 processes seen from `rank`; the other process holds `other(buf)` in every
-    all-reduce, and root's buffers hold `root_value` in every broadcast."""
+    all-reduce, root's buffers hold `root_value` in every broadcast, and the other process sends
+    `other_object(obj)` in every allgather (the same as this one's unless a test says otherwise)."""
 
-    def __init__(self, rank=0, other=lambda buf: buf + 2, root_value=7.0, objects=()):
+    def __init__(self, rank=0, other=lambda buf: buf + 2, root_value=7.0, objects=(), other_object=lambda obj: obj):
         self.rank, self.other, self.root_value, self.objects = rank, other, root_value, list(objects)
+        self.other_object = other_object
         self.calls = []
+        self.gathered = []  # what each allgather returned
 
     def Get_rank(self):
         return self.rank
@@ -54,8 +59,17 @@ class FakeComm:
     def bcast(self, obj, root):
         return obj if root == self.rank else self.objects.pop(0)
 
+    def allgather(self, obj):
+        theirs = self.other_object(obj)
+        out = [obj, theirs] if self.rank == 0 else [theirs, obj]
+        self.gathered.append(out)
+        return out
+
     def Barrier(self):
         self.calls.append(("Barrier",))
+
+    def Abort(self, code):
+        raise AssertionError(f"MPI_Abort({code}) in a test")
 
 
 class FakeMPI:

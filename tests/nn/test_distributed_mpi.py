@@ -30,7 +30,8 @@ def _mpiexec():
     return str(beside) if beside.exists() else shutil.which("mpiexec")
 
 
-def launch(*args, n=2, timeout=120):
+def run_mpiexec(*args, n=2, timeout=120):
+    """(exit status, stdout, stderr) of `mpiexec -n N python ARGS`; the test fails if it runs past timeout."""
     if importlib.util.find_spec("mpi4py") is None or _mpiexec() is None:
         pytest.skip("needs mpi4py and mpiexec: pip install tracegrad[mpi]")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
@@ -45,7 +46,12 @@ def launch(*args, n=2, timeout=120):
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         pytest.fail(f"mpiexec -n {n} {' '.join(args)} ran past {timeout} s:\n{out}\n{err}")
-    assert proc.returncode == 0, f"mpiexec -n {n} {' '.join(args)} exited {proc.returncode}:\n{out}\n{err}"
+    return proc.returncode, out, err
+
+
+def launch(*args, n=2, timeout=120):
+    code, out, err = run_mpiexec(*args, n=n, timeout=timeout)
+    assert code == 0, f"mpiexec -n {n} {' '.join(args)} exited {code}:\n{out}\n{err}"
     return out
 
 
