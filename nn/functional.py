@@ -93,7 +93,9 @@ def _weighted_nll(logp: Tensor, targets: Tensor, weight: Tensor, ignore_index: i
     rows = one_hot(tracer.where(valid, targets, 0), classes, logp.dtype) * tracer.expand_dims(
         tracer.astype(valid, logp.dtype), -1)
     rows = _along_classes(rows, logp) * _per_class(weight, logp)
-    return -tracer.sum(rows * logp, axis=axis), tracer.sum(rows, axis=axis)
+    # ignored targets selected to 0, not only weighted by 0: when every target is ignored "mean" divides by a
+    # zero total weight, and the select turns that g / 0 into torch's 0 gradient (inf * 0 would be NaN)
+    return tracer.where(valid, -tracer.sum(rows * logp, axis=axis), 0.0), tracer.sum(rows, axis=axis)
 
 
 def _per_class(weight: Tensor, logp: Tensor) -> Tensor:
@@ -137,8 +139,12 @@ def cross_entropy(logits, labels, ignore_index: int = -100, reduction: str = "me
         return nll_loss(logp, labels, ignore_index=ignore_index, reduction=reduction, weight=weight)
     # torch's cross_entropy_loss_label_smoothing: the nll part, plus the loss against every class
     nll = nll_loss(logp, labels, ignore_index=ignore_index, reduction=reduction, weight=weight)
-    valid = tracer.astype(labels != ignore_index, logp.dtype)
-    every = -tracer.sum(logp if weight is None else logp * _per_class(weight, logp), axis=axis) * valid
+    kept = labels != ignore_index
+    valid = tracer.astype(kept, logp.dtype)
+    # a select, not a product with valid: the "mean" divides by the number kept, and when every row is ignored
+    # d/d every = g / 0 = inf, which a select turns into torch's 0 gradient (inf * 0 would be NaN)
+    every = tracer.where(kept, -tracer.sum(logp if weight is None else logp * _per_class(weight, logp), axis=axis),
+                         0.0)
     if reduction == "mean":
         divisor = tracer.sum(valid) if weight is None else tracer.sum(_weighted_nll(logp, labels, weight,
                                                                                     ignore_index)[1])
@@ -211,16 +217,17 @@ def huber_loss(pred, target, reduction: str = "mean", delta: float = 1.0) -> Ten
 
 
 def binary_cross_entropy(probs, target, weight=None, reduction: str = "mean") -> Tensor:
-    """-weight * (target * log(probs) + (1 - target) * log(1 - probs)), each log clamped at -100 as torch's.
-    Prefer binary_cross_entropy_with_logits, which is stable for every logit."""
+    """-weight * (target * log(probs) + (1 - target) * log(1 - probs)), each log clamped at -100 as torch's,
+    with torch's gradient (p - t) / max(p (1 - p), 1e-12): finite where probs is exactly 0 or 1 (one primitive,
+    nn.binary_cross_entropy). Prefer binary_cross_entropy_with_logits, which is stable for every logit."""
     _check_reduction(reduction)
     probs, target = _tensor(probs), _tensor(target)
     if probs.shape != target.shape:
         raise ValueError(f"binary_cross_entropy: target of shape {target.shape} must have the shape of input "
                          f"{probs.shape}")
-    log_p = tracer.maximum(tracer.log(probs), -100.0)
-    log_q = tracer.maximum(tracer.log(1.0 - probs), -100.0)
-    losses = -(target * log_p + (1.0 - target) * log_q)
+    if target.dtype != probs.dtype:
+        target = tracer.astype(target, probs.dtype)
+    losses = tracer.binary_cross_entropy(probs, target)
     return _reduce(losses if weight is None else losses * weight, reduction)
 
 

@@ -14,8 +14,8 @@ from .math import add, as_tensor
 from .rng import draw_seed
 from .tensor import Tensor, active_trace, apply
 
-__all__ = ["avg_pool2d", "conv2d", "cross_entropy_with_logits", "dropout", "layer_norm", "log_softmax",
-           "max_pool2d", "nll_loss", "softmax"]
+__all__ = ["avg_pool2d", "binary_cross_entropy", "conv2d", "cross_entropy_with_logits", "dropout", "layer_norm",
+           "log_softmax", "max_pool2d", "nll_loss", "softmax"]
 
 # seed=None dropout draws its seeds here; eager calls and every traced step get a fresh one
 
@@ -116,6 +116,17 @@ def nll_loss(logp, targets, reduction: str = "mean", ignore_index: int = -100) -
     targets = as_tensor(targets)
     return apply("nn.nll_loss", [as_tensor(logp), targets], reduction=reduction,
                  ignore_index=_int(ignore_index, "nll_loss", "ignore_index"))
+
+
+def binary_cross_entropy(probs, target) -> Tensor:
+    """Elementwise -(target * log(probs) + (1 - target) * log(1 - probs)), each log clamped at -100, with
+    PyTorch's gradient (finite where probs is exactly 0 or 1); nn.functional.binary_cross_entropy reduces it.
+
+    >>> import tracer
+    >>> tracer.binary_cross_entropy(tracer.tensor([0.0, 0.5]), tracer.tensor([1.0, 1.0])).numpy().tolist()
+    [100.0, 0.6931471824645996]
+    """
+    return apply("nn.binary_cross_entropy", [as_tensor(probs), as_tensor(target)])
 
 
 def cross_entropy_with_logits(logits, probs) -> Tensor:

@@ -206,6 +206,29 @@ def _all(x, axis=None, keepdims: bool = False) -> Tensor:
     return greater(_shape.min(hits, axis=axis, keepdims=keepdims), 0)
 
 
+def _torch_extremum(reduce, name: str):
+    def fn(x, axis=None, keepdims: bool = False) -> Tensor:
+        x = as_tensor(x)
+        y = reduce(x, axis=axis, keepdims=keepdims)
+        if not x.dtype.startswith("float"):
+            return y
+        # torch's amax / amin differ from its max / min only at a NaN: no element equals the NaN result, so
+        # the gradient of that slice is g * 0 / 0 = NaN (max / min, and tracegrad's, route it to the NaNs).
+        # The same values: a spread that is NaN on a NaN slice (whose value is NaN anyway) and is selected
+        # nowhere else, so elsewhere it passes a zero gradient (g * 0, the where's 0 times a 0 factor).
+        nan_slice = not_equal(y, y)
+        factor = _m.where(nan_slice, stop_gradient(y), 0.0)
+        spread = _m.multiply(_shape.sum(x, axis=axis, keepdims=keepdims), factor)
+        return _m.where(nan_slice, _m.add(y, spread), y)
+    fn.__name__ = name
+    fn.__doc__ = (f"torch.{name}: the {'maximum' if name == 'amax' else 'minimum'} over `axis`; its gradient splits "
+                  "evenly among ties and is NaN over a slice that holds a NaN, as torch's.")
+    return fn
+
+
+_amax, _amin = _torch_extremum(_shape.max, "amax"), _torch_extremum(_shape.min, "amin")
+
+
 def type_as(self, other) -> Tensor:
     """`self` in other's dtype."""
     return astype(self, as_tensor(other).dtype)
@@ -237,7 +260,7 @@ _ALIASES = {
     "eq": _m.equal, "ne": _m.not_equal, "lt": _m.less, "le": _m.less_equal, "gt": _m.greater, "ge": _m.greater_equal,
     "square": lambda x: _m.multiply(x, x), "t": _t, "mm": _mm("mm", 2), "bmm": _mm("bmm", 3), "any": _any,
     "all": _all, "type_as": type_as, "new_zeros": new_zeros, "new_ones": new_ones, "new_full": new_full,
-    "new_tensor": new_tensor, "amax": _shape.max, "amin": _shape.min,
+    "new_tensor": new_tensor, "amax": _amax, "amin": _amin,
 }
 _ALIASES["square"].__name__ = "square"
 

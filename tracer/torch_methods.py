@@ -18,6 +18,7 @@ from .math import abs as _abs
 from .math import (
     as_tensor,
     astype,
+    equal,
     greater,
     less,
     maximum,
@@ -259,15 +260,32 @@ def std(x, axis=None, keepdims: bool = False, *, correction: int = 0, unbiased: 
     >>> round(x.std().item(), 4), round(x.std(correction=1).item(), 4)
     (1.118, 1.291)
     """
-    return _shape.var(x, axis=axis, keepdims=keepdims, correction=correction, unbiased=unbiased).sqrt()
+    return _root_at_zero_flat(_shape.var(x, axis=axis, keepdims=keepdims, correction=correction, unbiased=unbiased))
+
+
+def _root_at_zero_flat(s, p=2) -> Tensor:
+    """s ** (1 / p) (sqrt for p = 2) of a spread s >= 0, with gradient 0 where s == 0, as torch's norm and std
+    backward (a subgradient: the true slope there is infinite, and the 0 coming from the squares upstream
+    makes inf * 0 = NaN).
+
+    Composed with `where` rather than a primitive with its own rule: a select passes the gradient of the
+    branch it did not take as an exact 0, never 0 * inf, so the root of a stand-in 1 (finite slope) is taken
+    where s == 0 and the 0 selected in its place; every other element is the plain root, bit for bit, and
+    its derivatives of every order come from sqrt's and power's own rules. (sqrt itself keeps d sqrt(0) = inf,
+    as torch's.)"""
+    flat = equal(s, 0)
+    safe = where(flat, 1.0, s)
+    root = safe.sqrt() if p == 2 else safe ** (1.0 / p)
+    return where(flat, 0.0, root)
 
 
 def norm(x, p=2, axis=None, keepdims: bool = False) -> Tensor:
-    """The p-norm over `axis` (all elements by default): p = 2 / "fro", 1, inf, -inf, 0 or any other number."""
+    """The p-norm over `axis` (all elements by default): p = 2 / "fro", 1, inf, -inf, 0 or any other number.
+    At a zero vector (or row) the gradient is 0, as torch's; for 0 < p < 1 each zero element's is."""
     x = as_tensor(x)
     kw = dict(axis=axis, keepdims=keepdims)
     if p in (2, "fro"):
-        return _shape.sum(x * x, **kw).sqrt()
+        return _root_at_zero_flat(_shape.sum(x * x, **kw))
     if p == 1:
         return _shape.sum(_abs(x), **kw)
     if p == float("inf"):
@@ -278,7 +296,13 @@ def norm(x, p=2, axis=None, keepdims: bool = False) -> Tensor:
         return _shape.sum(astype(not_equal(x, 0), x.dtype), **kw)
     if isinstance(p, str) or not isinstance(p, (int, float)):
         raise ValueError(f"norm: p must be a number or 'fro', got {p!r}")
-    return _shape.sum(_abs(x) ** p, **kw) ** (1.0 / p)
+    if p < 0:  # a zero element makes the norm 0 through an infinite power: no subgradient to choose
+        return _shape.sum(_abs(x) ** p, **kw) ** (1.0 / p)
+    powers = _abs(x) ** p
+    if p < 1:  # d |x| ** p / dx is infinite at x = 0 for p < 1: torch takes 0 there (the same select)
+        zero = equal(x, 0)
+        powers = where(zero, 0.0, where(zero, 1.0, _abs(x)) ** p)
+    return _root_at_zero_flat(_shape.sum(powers, **kw), p)
 
 
 __all__ = ["argmin", "chunk", "clamp", "flatten", "logsumexp", "masked_fill", "norm", "std", "unflatten",

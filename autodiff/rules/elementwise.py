@@ -48,10 +48,11 @@ def divide_vjp(b, call, out, g):
 @register_vjp("power")
 def power_vjp(b, call, out, g):
     """Forward: y = x1 ** x2
-    Backward: dx1 = g * x2 * x1 ** (x2 - 1) (0 where x2 == 0), dx2 = g * y * log(x1) (0 where x1 <= 0)"""
+    Backward: dx1 = g * x2 * x1 ** (x2 - 1) (0 where x2 == 0), dx2 = g * y * log(x1) (0 where x1 == 0 <= x2)"""
+    # PyTorch's pow_backward_self and pow_backward_exponent. Where x2 == 0, dx1 = 0 exactly, never
+    # 0 * x1 ** -1 = nan at x1 = 0. A constant x2 (x ** 2) is decided here and x2 - 1 folded, so x ** 1's
+    # derivatives of every order stay free of it; a constant x2 takes no gradient.
     x1, x2 = call.args
-    # As PyTorch: where x2 == 0, dx1 = 0 exactly, never 0 * x1 ** -1 = nan at x1 = 0. A constant x2
-    # (x ** 2) is decided here and x2 - 1 folded, so x ** 1's derivatives of every order stay free of it.
     constant = isinstance(x2, Constant)
     if constant and not x2.data.any():
         dx1 = None
@@ -61,9 +62,17 @@ def power_vjp(b, call, out, g):
         if not constant or not x2.data.all():
             slope = b.call("where", b.call("equal", x2, _c(0.0, x2)), _c(0.0, x2), slope)
         dx1 = b.call("multiply", g, slope)
+    if constant:
+        return [dx1, None]
+    # dx2 = g * y * log(x1), 0 where x1 == 0 and x2 >= 0 (the limit from x1 > 0); so -inf at 0 ** negative
+    # (y = inf, log 0 = -inf) and NaN at a negative or -inf base (log < 0 is NaN), as PyTorch. log(x1) is
+    # taken of a positive stand-in, its edge values selected, so the backward raises no RuntimeWarning.
     positive = b.call("greater", x1, _c(0.0, x1))
-    safe_log = b.call("log", b.call("where", positive, x1, _c(1.0, x1)))
-    dx2 = b.call("multiply", g, b.call("multiply", out, safe_log))
+    zero = b.call("equal", x1, _c(0.0, x1))
+    log = b.call("where", positive, b.call("log", b.call("where", positive, x1, _c(1.0, x1))),
+                 b.call("where", zero, _c(-math.inf, x1), _c(math.nan, x1)))
+    flat = b.call("multiply", zero, b.call("greater_equal", x2, _c(0.0, x2)))  # bool `and`
+    dx2 = b.call("multiply", g, b.call("where", flat, _c(0.0, x1), b.call("multiply", out, log)))
     return [dx1, dx2]
 
 

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ir import const
 
 from .registry import register_vjp
+
+_BCE_EPSILON = float(np.float32(1e-12))
 
 
 def _c(value, like):
@@ -96,3 +100,18 @@ def nn_cross_entropy_with_logits_vjp(b, call, out, g):
     shape = predictions.type.shape
     scale = b.call("multiply", g, _c(-1.0 / (shape[0] if len(shape) >= 2 else 1), predictions))
     return [b.call("multiply", scale, labels), b.call("multiply", scale, predictions)]
+
+
+@register_vjp("nn.binary_cross_entropy")
+def nn_binary_cross_entropy_vjp(b, call, out, g):
+    """Forward: y = -(t * max(log(p), -100) + (1 - t) * max(log(1 - p), -100))
+    Backward: dp = g * (p - t) / max(p * (1 - p), 1e-12), dt = -g * log(p / (1 - p))  (PyTorch's formulas)"""
+    # PyTorch's binary_cross_entropy_backward and _target_backward, in its order of operations: the
+    # clamped denominator keeps dp finite at p = 0 or 1, where the logs' own slopes are infinite. The
+    # clamp is PyTorch's float EPSILON = 1e-12f in every dtype (9.99999996e-13 in float64).
+    p, t = call.args
+    q = b.call("subtract", _c(1.0, p), p)
+    dp = b.call("divide", b.call("multiply", g, b.call("subtract", p, t)),
+                b.call("maximum", b.call("multiply", q, p), _c(_BCE_EPSILON, p)))
+    dt = b.call("negative", b.call("multiply", g, b.call("log", b.call("divide", p, q))))
+    return [dp, dt]

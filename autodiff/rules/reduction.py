@@ -54,16 +54,15 @@ def variance_vjp(b, call, out, g):
 
 
 def _extremum_vjp(b, call, out, g):
-    # Ties share the gradient evenly, as PyTorch's max/min reductions do. A nan result (x holds nan):
-    # over all axes (axis=None, torch's x.max()) the nans share g; over given axes (torch.amax) no
-    # element equals the result, so g / 0 * 0 makes that slice's gradient nan, as PyTorch's.
+    # Ties share the gradient evenly, as PyTorch's max/min reductions do. A NaN result (its slice holds a
+    # NaN): the slice's NaNs share g, as torch's x.max() does and as torch's x.max(dim) gives it to the NaN's
+    # index. (x == y alone matches nothing there, and g / 0 * 0 would make the slice's gradient NaN: that
+    # is torch.amax's answer, which tracer.torch_convert's amax / amin give.)
     x = call.args[0]
     y = _keepdims(b, call, out)
-    hit = b.call("astype", b.call("equal", x, y), dtype=x.type.dtype)
-    if call.attrs["axis"] is None:
-        nan_x = b.call("astype", b.call("not_equal", x, x), dtype=x.type.dtype)
-        nan_y = b.call("astype", b.call("not_equal", y, y), dtype=x.type.dtype)
-        hit = b.call("add", hit, b.call("multiply", nan_x, nan_y))  # disjoint: nan == nan is false
+    # bool algebra: add is `or`, multiply is `and`
+    both_nan = b.call("multiply", b.call("not_equal", x, x), b.call("not_equal", y, y))
+    hit = b.call("astype", b.call("add", b.call("equal", x, y), both_nan), dtype=x.type.dtype)
     count = b.call("sum", hit, axis=call.attrs["axis"], keepdims=True)
     return [b.call("multiply", hit, b.call("divide", _keepdims(b, call, g), count))]
 
@@ -71,12 +70,12 @@ def _extremum_vjp(b, call, out, g):
 @register_vjp("max")
 def max_vjp(b, call, out, g):
     """Forward: y = max(x, axis)
-    Backward: dx = g * (x == y) / count(x == y)  (ties split evenly)"""
+    Backward: dx = g * hit / count(hit), hit = (x == y) or both NaN  (ties and NaNs split evenly)"""
     return _extremum_vjp(b, call, out, g)
 
 
 @register_vjp("min")
 def min_vjp(b, call, out, g):
     """Forward: y = min(x, axis)
-    Backward: dx = g * (x == y) / count(x == y)  (ties split evenly)"""
+    Backward: dx = g * hit / count(hit), hit = (x == y) or both NaN  (ties and NaNs split evenly)"""
     return _extremum_vjp(b, call, out, g)

@@ -1,5 +1,10 @@
-"""Loss ops of the nn family: nll_loss (and its backward helper), cross_entropy_with_logits."""
+"""Loss ops of the nn family: nll_loss (and its backward helper), cross_entropy_with_logits,
+binary_cross_entropy."""
 from __future__ import annotations
+
+import contextlib
+
+import numpy as np
 
 from ..types import TensorType
 from .common import require_float
@@ -111,3 +116,31 @@ def _cross_entropy(xp, pred, labels):
 
 declare("nn.cross_entropy_with_logits", ("predictions", "labels"), infer=_infer_cross_entropy,
         kernel=_cross_entropy)
+
+# ---------------------------------------------------------------- binary_cross_entropy
+# PyTorch's elementwise loss of probabilities (reduction="none"; the caller reduces):
+# -(t * max(log(p), -100) + (1 - t) * max(log1p(-p), -100)). A primitive, not a composite of log and
+# maximum, for its gradient: PyTorch's (p - t) / max(p * (1 - p), 1e-12) stays finite where p is exactly
+# 0 or 1 (a saturated float32 sigmoid), where the composite's d log(p) / dp = 1 / 0 meets maximum's 0
+# and makes NaN; and below p = 1e-12 the clamped denominator, not 1 / p, is PyTorch's slope.
+
+
+def _infer_binary_cross_entropy(op, types):
+    probs, target = tensor_arg(op, types, 0), tensor_arg(op, types, 1)
+    require_float(op, probs, "probs")
+    if probs.shape != target.shape or probs.dtype != target.dtype:
+        raise op.error(f"arguments probs {probs} and target {target} must have one shape and dtype")
+    return probs
+
+
+def _binary_cross_entropy(xp, p, t):
+    floor = p.dtype.type(-100)
+    # log(0) = -inf is the edge the clamp is for: no divide-by-zero warning
+    with np.errstate(divide="ignore", invalid="ignore") if xp is np else contextlib.nullcontext():
+        log_p = xp.maximum(xp.log(p), floor)
+        log_q = xp.maximum(xp.log1p(-p), floor)
+    return ((t - p.dtype.type(1)) * log_q - t * log_p).astype(p.dtype, copy=False)
+
+
+declare("nn.binary_cross_entropy", ("probs", "target"), infer=_infer_binary_cross_entropy,
+        kernel=_binary_cross_entropy)

@@ -87,6 +87,15 @@ def _nll_terms(logp, targets, ignore_index):
     return per, count, where
 
 
+def binary_cross_entropy_ref(p, t):
+    """-(t log p + (1 - t) log(1 - p)) with each log clamped at -100, one element at a time in float64."""
+    def clamped_log(v):
+        return max(math.log(v), -100.0) if v > 0 else -100.0
+    out = [-(b * clamped_log(a) + (1.0 - b) * clamped_log(1.0 - a))
+           for a, b in zip(p.astype(np.float64).ravel().tolist(), t.astype(np.float64).ravel().tolist(), strict=True)]
+    return np.array(out).reshape(p.shape).astype(p.dtype)
+
+
 def nll_loss_ref(logp, targets, reduction="mean", ignore_index=-100):
     per, count, _ = _nll_terms(logp, targets, ignore_index)
     if reduction == "none":
@@ -173,6 +182,11 @@ CASES = [
            ("nn.cross_entropy_with_logits", "nn.log_softmax")),
     OpCase("cross_entropy_with_logits_1d", T.cross_entropy_with_logits, cross_entropy_ref,
            [rand(6), np.full(6, 1 / 6, "float32")], ("nn.cross_entropy_with_logits", "nn.log_softmax")),
+    OpCase("binary_cross_entropy", T.binary_cross_entropy, binary_cross_entropy_ref,
+           [rand(3, 4, low=0.05, high=0.95), rand(3, 4, low=0.0, high=1.0, seed=1)], ("nn.binary_cross_entropy",)),
+    OpCase("binary_cross_entropy_clamped", T.binary_cross_entropy, binary_cross_entropy_ref,
+           [np.array([0.0, 1.0, 1e-45, 0.5], "float32"), np.array([1.0, 0.0, 1.0, 0.25], "float32")],
+           ("nn.binary_cross_entropy",), grad=False),  # the logs at -100; no finite differences at 0 and 1
     OpCase("cross_entropy_op_relax", lambda p, y: apply("nn.cross_entropy_with_logits", [p, y]),
            lambda p, y: np.asarray(-(p.astype(np.float64) * y).sum() / p.shape[0], dtype=p.dtype),
            [rand(3, 4), rand(3, 4, seed=1)], ("nn.cross_entropy_with_logits",)),

@@ -215,6 +215,9 @@ def test_nan_propagates_through_max_min_relu_maximum_minimum():
     _, (ga, gb) = compiled(tracer.maximum, a, b)
     np.testing.assert_array_equal(ga, [1.0, 1.0, 0.5, 1.0, 1.0])
     np.testing.assert_array_equal(gb, [1.0, 1.0, 0.5, 1.0, 0.0])
+    rows = np.array([[1.0, NAN, 3.0], [1.0, 2.0, 3.0]])
+    _, (g,) = compiled(lambda v: tracer.max(v, axis=1), rows)
+    assert g.tolist() == [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]  # to the nan, as torch's x.max(dim) (issue 19, item 13)
     with np.errstate(divide="ignore", invalid="ignore"):  # g / 0 * 0 in the nan row, on purpose
-        _, (g,) = compiled(lambda v: tracer.max(v, axis=1), np.array([[1.0, NAN, 3.0], [1.0, 2.0, 3.0]]))
+        _, (g,) = compiled(lambda v: v.amax(axis=1), rows)
     assert np.isnan(g[0]).all() and g[1].tolist() == [0.0, 0.0, 1.0]  # torch.amax's
