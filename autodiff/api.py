@@ -211,7 +211,7 @@ class _GradFunction:
         arrays = [_array(a) for a in args] + [t._data for t in traced.captured]
         device = "cuda" if any(_on_gpu(a) for a in arrays) else "cpu"
         executor = Executor(mod, device=device)
-        sources = locate(self.fn, args, traced.captured)
+        sources = locate(self.fn, args, traced.captured, traced.objects)  # objects: modules the trace read
         if sources.missing and not self.warned_missing:
             self.warned_missing = True
             warnings.warn(
@@ -270,9 +270,12 @@ class _GradFunction:
         if traced.writes:  # fn wrote to tensors in place: the same writes, recorded in the enclosing trace
             n = 2 if self.has_aux else 1
             for (kind, i, _), new in zip(traced.writes, value.fields[n:], strict=True):
+                new = Tensor(_var=new, _trace=ctx) if isinstance(new, ir.Var) else Tensor(new.data)
+                if kind == "attr":  # a module attribute fn bound a value to: bound in the enclosing trace
+                    i.assign(new)
+                    continue
                 target = inputs[traced.inputs.index(i)] if kind == "arg" else traced.captured[i]
-                write(target, Tensor(_var=new, _trace=ctx) if isinstance(new, ir.Var) else Tensor(new.data),
-                      "in-place write")
+                write(target, new, "in-place write")
             value = value.fields[0] if n == 1 else ir.Tuple(value.fields[:n])
 
         def tensor(e):
@@ -305,6 +308,9 @@ class _GradFunction:
         grads = _distinct(grads)
         if c.writes:  # fn wrote to tensors in place: write the new values where an eager call would have
             for (kind, i, _), new in zip(c.writes, value[c.n_fields:], strict=True):
+                if kind == "attr":  # a module attribute forward bound a traced value to: a new tensor there
+                    i.assign(new)
+                    continue
                 target = args[i] if kind == "arg" else captured[i]
                 (target._data if isinstance(target, Tensor) else target)[...] = new
             value = value[0] if c.n_fields == 1 else value[:c.n_fields]

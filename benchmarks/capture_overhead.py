@@ -1,9 +1,11 @@
 """What re-finding the captured tensors costs each call of a compiled step (docs/design.md, "What a
 compiled step sees").
 
-Before each replay a step walks the paths to every tensor its function captured (tracer.capture) and
-checks the objects on the way. This prints, per model, the median time of a whole step and of that walk
-alone, measured side by side in this one process, and the walk's share of the step.
+Before each replay a step checks its guards (tracer.guard values such as model.training, and the module
+attributes the trace read: tracer.capture.AttributeGuards), then walks the paths to every tensor its
+function captured (tracer.capture.Sources) and checks the objects on the way. This prints, per model, the
+median time of a whole step, of the guards and of the walk, measured side by side in this one process,
+and their share of the step.
 
     python benchmarks/capture_overhead.py            # 30 rounds
     python benchmarks/capture_overhead.py --quick    # 5 rounds
@@ -47,21 +49,35 @@ def gpt():
     return model, loss, make_batch(np.random.default_rng(0), 16, 8)
 
 
+def _resolve(step, args):
+    try:
+        from autodiff import pytree  # arguments as pytrees: _resolve takes the call's tree and flat leaves
+    except ImportError:
+        return step._resolve(step.last, args)
+    flat: list = []
+    return step._resolve(step.last, pytree.CallTree(args, {}, flat), flat)
+
+
 def measure(name, model, loss, args, rounds):
     step = autodiff.value_and_grad(loss, wrt=model.parameters())
     step(*args)  # trace and compile
-    steps, walks = [], []
+    steps, guards, walks = [], [], []
     for _ in range(rounds):
         t0 = time.perf_counter()
         step(*args)
         t1 = time.perf_counter()
-        assert step._resolve(step.last, args) is not None
+        assert all(getter() == value for getter, value in step.last.guards)
         t2 = time.perf_counter()
+        assert _resolve(step, args) is not None
+        t3 = time.perf_counter()
         steps.append(t1 - t0)
-        walks.append(t2 - t1)
-    s, w = np.median(steps), np.median(walks)
+        guards.append(t2 - t1)
+        walks.append(t3 - t2)
+    s, g, w = np.median(steps), np.median(guards), np.median(walks)
     n = len(step.last.fresh)
-    print(f"{name:<34} {n:>4} tensors  step {s * 1e3:8.3f} ms  walk {w * 1e6:7.1f} us  share {w / s:6.2%}")
+    checks = sum(getattr(getter, "size", 1) for getter, _ in step.last.guards)
+    print(f"{name:<34} {n:>4} tensors {checks:>4} guards  step {s * 1e3:8.3f} ms  guards {g * 1e6:6.1f} us  "
+          f"walk {w * 1e6:6.1f} us  share {(g + w) / s:6.2%}")
 
 
 def main(argv=None) -> None:

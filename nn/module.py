@@ -8,8 +8,10 @@ import numpy as np
 
 import tracer
 from tracer import Tensor
+from tracer.capture import MISSING
 from tracer.device import is_device, move, parse
 from tracer.tensor import array_module_of
+from tracer.trace import add_trace_hooks, note_read, note_write
 
 
 def _is_dtype(name: str) -> bool:
@@ -95,45 +97,14 @@ class Module:
         object.__setattr__(self, "_training", True)
 
     def __setattr__(self, name: str, value) -> None:
-        if "_parameters" not in self.__dict__:
-            raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
-        # as torch: a registered name takes only its own kind (or None), never silently stops being registered
-        if value is not None and name in self._parameters and not isinstance(value, Parameter):
-            raise TypeError(f"{type(self).__name__}: cannot assign a {type(value).__name__} as parameter {name!r} "
-                            "(nn.Parameter or None expected)")
-        if value is not None and name in self._modules and not isinstance(value, (Module, Parameter)):
-            raise TypeError(f"{type(self).__name__}: cannot assign a {type(value).__name__} as child module "
-                            f"{name!r} (nn.Module or None expected)")
-        if name in self._buffers and isinstance(value, (Parameter, Module)):
-            self._buffers.pop(name)  # as torch: a parameter or module assigned to a buffer's name replaces it
-            self._non_persistent.discard(name)
-        if name in self._buffers:
-            if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"{type(self).__name__}: cannot assign a {type(value).__name__} as buffer {name!r} "
-                                "(a Tensor or None expected)")
-            self._buffers[name] = value
-            object.__setattr__(self, name, value)
-            return
-        # reassigning a registered name keeps its place in the order, as torch's dict update does
-        if not isinstance(value, Parameter):
-            self._parameters.pop(name, None)
-        if not isinstance(value, Module):
-            self._modules.pop(name, None)
-        if isinstance(value, Parameter):
-            self._parameters[name] = value
-            value._name = name
-        elif isinstance(value, Module):
-            self._modules[name] = value
-            for sub, p in value.named_parameters():
-                p._name = f"{name}.{sub}"  # the IR names captured weights after this
-        object.__setattr__(self, name, value)
+        if _tracing:  # inside a trace: a traced value bound here is an output of the step (tracer.trace.note_write)
+            note_write(self, name, _restore_attribute)
+        _assign(self, name, value)
 
     def __delattr__(self, name: str) -> None:
-        self._parameters.pop(name, None)
-        self._modules.pop(name, None)
-        self._buffers.pop(name, None)
-        self._non_persistent.discard(name)
-        object.__delattr__(self, name)
+        if _tracing:
+            note_write(self, name, _restore_attribute)
+        _unassign(self, name)
 
     def forward(self, *args, **kwargs):
         """What the module computes; every subclass defines it, and calling the module calls it."""
@@ -352,6 +323,97 @@ class Module:
             return f"{type(self).__name__}({self.extra_repr()})"
         lines = ([self.extra_repr()] if self.extra_repr() else []) + children
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+_raw_getattribute = object.__getattribute__
+_tracing = False  # True while some trace runs: Module then records attribute reads and writes
+
+
+def _assign(module: Module, name: str, value) -> None:
+    """module.name = value, registering parameters, submodules and buffers (Module.__setattr__ without the
+    trace's bookkeeping). It reads the instance's own dicts directly, so that a trace records only what
+    forward itself reads."""
+    d = _raw_getattribute(module, "__dict__")
+    if "_parameters" not in d:
+        raise AttributeError(f"{type(module).__name__}: call super().__init__() before assigning attributes")
+    params, modules, buffers = d["_parameters"], d["_modules"], d["_buffers"]
+    # as torch: a registered name takes only its own kind (or None), never silently stops being registered
+    if value is not None and name in params and not isinstance(value, Parameter):
+        raise TypeError(f"{type(module).__name__}: cannot assign a {type(value).__name__} as parameter {name!r} "
+                        "(nn.Parameter or None expected)")
+    if value is not None and name in modules and not isinstance(value, (Module, Parameter)):
+        raise TypeError(f"{type(module).__name__}: cannot assign a {type(value).__name__} as child module "
+                        f"{name!r} (nn.Module or None expected)")
+    if name in buffers and isinstance(value, (Parameter, Module)):
+        buffers.pop(name)  # as torch: a parameter or module assigned to a buffer's name replaces it
+        d["_non_persistent"].discard(name)
+    if name in buffers:
+        if value is not None and not isinstance(value, Tensor):
+            raise TypeError(f"{type(module).__name__}: cannot assign a {type(value).__name__} as buffer {name!r} "
+                            "(a Tensor or None expected)")
+        buffers[name] = value
+        object.__setattr__(module, name, value)
+        return
+    # reassigning a registered name keeps its place in the order, as torch's dict update does
+    if not isinstance(value, Parameter):
+        params.pop(name, None)
+    if not isinstance(value, Module):
+        modules.pop(name, None)
+    if isinstance(value, Parameter):
+        params[name] = value
+        value._name = name
+    elif isinstance(value, Module):
+        modules[name] = value
+        for sub, p in value.named_parameters():
+            p._name = f"{name}.{sub}"  # the IR names captured weights after this
+    object.__setattr__(module, name, value)
+
+
+def _unassign(module: Module, name: str) -> None:
+    d = _raw_getattribute(module, "__dict__")
+    d["_parameters"].pop(name, None)
+    d["_modules"].pop(name, None)
+    d["_buffers"].pop(name, None)
+    d["_non_persistent"].discard(name)
+    object.__delattr__(module, name)
+
+
+def _restore_attribute(module: Module, name: str, old) -> None:
+    """Put back what module.name held before a trace assigned it (MISSING: it did not exist)."""
+    if old is MISSING:
+        if name in _raw_getattribute(module, "__dict__"):
+            _unassign(module, name)
+    else:
+        _assign(module, name, old)
+
+
+def _recording_getattribute(self, name: str):
+    """Module.__getattribute__ while a trace runs: each attribute read is reported to the trace, which
+    guards it (a submodule by identity, a number by value, ...: tracer.capture.AttributeGuards)."""
+    try:
+        value = _raw_getattribute(self, name)
+    except AttributeError:
+        if name[:2] != "__":
+            note_read(self, name, MISSING)
+        raise
+    if name[:2] != "__":
+        note_read(self, name, value)
+    return value
+
+
+def _begin_recording() -> None:
+    global _tracing
+    Module.__getattribute__ = _recording_getattribute
+    _tracing = True
+
+
+def _end_recording() -> None:
+    global _tracing
+    _tracing = False
+    del Module.__getattribute__  # back to object's attribute lookup: eager code pays nothing
+
+
+add_trace_hooks(_begin_recording, _end_recording)
 
 
 def check_input(layer: Module, x, dtype: str, what: str = "input"):

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
+import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,8 +15,9 @@ import ir
 from ir import Binding, Builder, IRModule, TensorType, Var, free_vars, make_call, substitute
 from ir.transform.base import paused_gc
 
+from .capture import MISSING, _is_atom, _Record, attribute_guards, find_escapes, remove_escape
 from .source import user_source
-from .tensor import Tensor, TraceError, dtype_name, pop_trace, push_trace
+from .tensor import Tensor, TraceError, active_trace, dtype_name, is_active, pop_trace, push_trace
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class TraceContext:
         self.writes: dict[int, tuple[Tensor, Var]] = {}  # outside tensors written in place: their new values
         # values that NumPy would make views (reshape, slicing, ...): view var -> (base Tensor, base's var then)
         self.views: dict[Var, tuple[Tensor, Var]] = {}
+        # module attributes read and written (nn.Module reports them through note_read / note_write)
+        self.record = _Record()
         self._region_depth = 0
         self._region_start = 0
 
@@ -71,8 +77,11 @@ class TraceContext:
 class Traced:
     """What a trace produced: the module, the tensors it captured (parameters after the arguments'),
     how to rebuild the Python structure of the result, and the in-place writes the function made:
-    ("arg", i, value) for its i-th argument, ("captured", k, value) for the k-th captured tensor.
-    `mod`'s function returns the result alone; `with_writes` appends the written values."""
+    ("arg", i, value) for its i-th argument, ("captured", k, value) for the k-th captured tensor,
+    ("attr", target, value) for a traced value bound to a module attribute (target: an AttributeTarget,
+    whose assign(array) binds the step's value there, as the eager assignment did).
+    `mod`'s function returns the result alone; `with_writes` appends the written values.
+    `guards` ends with the AttributeGuards of the module attributes the trace read, if any."""
 
     mod: IRModule
     captured: list[Tensor]
@@ -80,6 +89,7 @@ class Traced:
     guards: list[tuple[object, object]]
     writes: list[tuple[str, int, ir.Expr]]
     inputs: list[int]  # the positions of the arguments that are parameters (tensors, traced numbers)
+    objects: list = dataclasses.field(default_factory=list)  # the modules whose attributes the trace read
 
     def with_writes(self, fields: list[ir.Expr]) -> IRModule:
         """The module whose function returns `fields` (its result's) followed by each written value."""
@@ -97,9 +107,10 @@ def trace(fn, *args) -> IRModule:
     ['x', 'y']
     """
     traced = trace_function(fn, args)
-    # writes to outside tensors are part of what fn computes: returned after its result. Writes to its own
-    # arguments are not (grad/value_and_grad write them back into the tensors or arrays passed).
-    traced.writes = [w for w in traced.writes if w[0] == "captured"]
+    # writes to outside tensors (and traced values bound to module attributes) are part of what fn computes:
+    # returned after its result. Writes to its own arguments are not (grad/value_and_grad write them back
+    # into the tensors or arrays passed).
+    traced.writes = [w for w in traced.writes if w[0] != "arg"]
     return traced.with_writes([traced.mod["main"].body]) if traced.writes else traced.mod
 
 
@@ -160,16 +171,22 @@ def trace_function(fn, args, names=None, scalars_as_inputs: bool = False) -> Tra
         sym_args.append(Tensor.traced(var, ctx, weak))
         inputs.append((i, sym_args[-1], var))
     push_trace(ctx)
+    _begin_hooks()
+    failed = True
     try:
         with paused_gc():  # recording allocates much and frees little (see ir.transform.base.paused_gc)
             out = fn(*sym_args)
             body, tree = _flatten_output(out, ctx)
+        failed = False
     finally:
         pop_trace()
+        _end_hooks()
+        attr_writes = _settle_state(ctx, fn, args, failed)  # never leaves a traced value behind
     position = {k: i for i, k in enumerate(ctx.captured)}
     # a number argument rebound in place (`n += 1`) is a new local value, as in Python: nothing to write back
     writes = [("arg", i, sym._var) for i, sym, var in inputs if sym._var is not var and not sym._weak]
     writes += [("captured", position[k], v) for k, (_, v) in ctx.writes.items()]
+    writes += [("attr", target, v) for target, v in attr_writes]
     full = ir.Tuple([body] + [w[2] for w in writes])
     bindings, full = insert_checkpoint_markers(ctx.builder.bindings, ctx.regions, full)
     body, written = full.fields[0], full.fields[1:]
@@ -177,7 +194,122 @@ def trace_function(fn, args, names=None, scalars_as_inputs: bool = False) -> Tra
     captured = [t for t, _ in ctx.captured.values()]
     all_params = params + [v for _, v in ctx.captured.values()]
     fn_ir = ir.Function(all_params, [ir.Block(bindings)], body)
-    return Traced(IRModule({"main": fn_ir}), captured, tree, ctx.guards, writes, [i for i, _, _ in inputs])
+    guards = list(ctx.guards)
+    attributes = attribute_guards(ctx.record, ctx.captured)
+    if attributes is not None:
+        guards.append((attributes, True))
+    objects = [o for o in (ref() for ref, _, _ in ctx.record.objects.values()) if o is not None]
+    return Traced(IRModule({"main": fn_ir}), captured, tree, guards, writes, [i for i, _, _ in inputs], objects)
+
+
+# ---------------------------------------------------------------- module state read and written by a trace
+_hooks: list[tuple] = []
+_depth = 0
+_depth_lock = threading.Lock()
+
+
+def add_trace_hooks(begin, end) -> None:
+    """Call begin() when a first trace starts (in any thread) and end() when the last one ends: nn.Module
+    installs its attribute-read recorder only then, so eager attribute access costs nothing extra."""
+    _hooks.append((begin, end))
+
+
+def _begin_hooks() -> None:
+    global _depth
+    with _depth_lock:
+        _depth += 1
+        if _depth == 1:
+            for begin, _ in _hooks:
+                begin()
+
+
+def _end_hooks() -> None:
+    global _depth
+    with _depth_lock:
+        _depth -= 1
+        if _depth == 0:
+            for _, end in _hooks:
+                end()
+
+
+def note_read(obj, name: str, value) -> None:
+    """An attribute of obj (an nn.Module) read by the traced function: a replay checks it is unchanged.
+    value is what the read returned (MISSING if it raised AttributeError)."""
+    ctx = active_trace()
+    if ctx is not None:
+        ctx.record.read(obj, name, value)
+
+
+def note_write(obj, name: str, restore) -> None:
+    """obj.name is about to be assigned (or deleted) inside a trace. At the end of the trace, a traced value
+    left there becomes an output of the step, bound there after each call, and `restore(obj, name, old)`
+    puts back the value from before (old may be MISSING); a failed trace restores every such attribute."""
+    ctx = active_trace()
+    if ctx is None:
+        return
+    key = (id(obj), name)
+    writes = ctx.record.writes
+    if key not in writes:
+        writes[key] = (obj, name, object.__getattribute__(obj, "__dict__").get(name, MISSING), restore)
+
+
+class AttributeTarget:
+    """A module attribute a traced forward bound a traced value to (`self.last = h`): after each call the
+    step's value of it is bound there as a new concrete tensor, as the eager assignment would."""
+
+    __slots__ = ("ref", "name", "label")
+
+    def __init__(self, obj, name: str):
+        self.ref, self.name, self.label = weakref.ref(obj), name, f"{type(obj).__name__}.{name}"
+
+    def assign(self, value) -> None:
+        obj = self.ref()
+        if obj is not None:
+            setattr(obj, self.name, value if isinstance(value, Tensor) else Tensor.wrap(value))
+
+    def __repr__(self) -> str:
+        return f"AttributeTarget({self.label})"
+
+
+def _settle_state(ctx: TraceContext, fn, args, failed: bool) -> list[tuple[AttributeTarget, Var]]:
+    """After a trace: traced values bound to module attributes become writes (and the attribute gets its
+    old value back until the step runs); any other traced value fn left where it can be reached is removed
+    and reported. A failed trace restores every attribute it assigned, so that nothing of it stays."""
+    record, parent = ctx.record, active_trace()
+    writes, kept = [], []
+    for key, (obj, name, old, restore) in record.writes.items():
+        new = object.__getattribute__(obj, "__dict__").get(name, MISSING)
+        traced = isinstance(new, Tensor) and new._var is not None
+        if traced and new._trace is not ctx and parent is not None and is_active(new._trace) and not failed:
+            parent.record.writes.setdefault(key, (obj, name, old, restore))  # the enclosing trace's value
+            continue
+        if traced or failed:
+            restore(obj, name, old)
+        if traced and new._trace is ctx:
+            writes.append((AttributeTarget(obj, name), new._var))
+        elif not traced:
+            kept.append((obj, name, old, restore))
+    roots = [("fn", fn)] + [(f"argument {i}", a) for i, a in enumerate(args)
+                            if not isinstance(a, (Tensor, Spec)) and not _is_atom(a)]
+    escapes = find_escapes(roots, lambda t: t._var is not None and t._trace is ctx)
+    # list items last to first, so that removing one does not move the next
+    for _, holder, kind, key in sorted(escapes, key=lambda e: -e[3] if isinstance(e[3], int) else 0):
+        remove_escape(holder, kind, key)
+    if failed:
+        return writes
+    if escapes:
+        for obj, name, old, restore in kept:
+            restore(obj, name, old)
+        where = ", ".join(dict.fromkeys(e[0] for e in escapes))
+        raise TraceError(
+            f"the traced function stored a traced value at {where}, where a compiled step cannot write it back "
+            "(it was removed from there): a traced value exists only while the function is traced, and a replay "
+            "runs no Python, so it would append or store nothing. Bind it to a module attribute instead "
+            "(`self.last = h`: the step binds its concrete value there after each call), or return it "
+            "(has_aux=True returns (value, aux)).")
+    for obj, name, _, _ in kept:
+        record.written(obj, name)
+    return writes
 
 
 def _flatten_output(out, ctx):

@@ -291,7 +291,7 @@ def test_stress_random_mutations_against_fresh_traces():
 
     step = autodiff.value_and_grad(fn, wrt=params)
     for _ in range(200):
-        what = rng.integers(5)
+        what = rng.integers(6)
         layer = model._modules[str(2 * rng.integers(2))]
         if what == 0:
             layer.weight -= 0.1 * tracer.tensor(rng.normal(size=layer.weight.shape).astype("float32"))
@@ -301,6 +301,8 @@ def test_stress_random_mutations_against_fresh_traces():
             extra["bias"] = tracer.tensor(rng.normal(size=1).astype("float32"))
         elif what == 3:
             extra["bias"] += 1.0
+        elif what == 5:  # a parameterless submodule swapped (issue 19 item 3; more in test_module_guards.py)
+            setattr(model, "1", (nn.Tanh, nn.ReLU, nn.Sigmoid, nn.Identity)[rng.integers(4)]())
         else:
             layer.bias.copy_(rng.normal(size=layer.bias.shape).astype("float32"))
         scale = float(rng.uniform(0.5, 2.0))
