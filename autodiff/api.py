@@ -25,9 +25,10 @@ from tracer import Tensor
 from tracer.capture import Sources, locate
 from tracer.inplace import write
 from tracer.rng import fresh_seed
-from tracer.tensor import active_trace, apply, to_expr
+from tracer.tensor import active_trace, to_expr
 from tracer.trace import Spec, Traced, arg_type, is_scalar_input, trace_function
 
+from . import pytree
 from .gradient import Gradient
 from .planner import parse_budget, plan_checkpoints
 
@@ -38,22 +39,65 @@ class TraceMismatchError(RuntimeError):
 
 
 def _flatten_wrt(wrt):
+    """(leaves, a function of the leaves' gradients giving wrt's structure, each leaf's label in messages)."""
     if isinstance(wrt, Tensor):
-        return [wrt], lambda gs: gs[0]
+        return [wrt], lambda gs: gs[0], ["wrt"]
     if isinstance(wrt, dict):
         keys = list(wrt)
-        return [wrt[k] for k in keys], lambda gs: dict(zip(keys, gs, strict=True))
+        return [wrt[k] for k in keys], lambda gs: dict(zip(keys, gs, strict=True)), \
+            [f"wrt[{k!r}]" for k in keys]
     if isinstance(wrt, (list, tuple)):
-        leaves = list(wrt)
-        kind = type(wrt) if isinstance(wrt, tuple) else list
-        return leaves, lambda gs: kind(gs)
+        leaves, kind = list(wrt), type(wrt) if isinstance(wrt, tuple) else list
+        rebuild = (lambda gs: kind(*gs)) if hasattr(kind, "_fields") else (lambda gs: kind(gs))
+        return leaves, rebuild, [f"wrt[{i}]" for i in range(len(leaves))]
     # generators (model.parameters()) are materialized once
     try:
         leaves = list(wrt)
     except TypeError:
         got = type(wrt).__name__
         raise TypeError(f"wrt must be a Tensor, or a list, tuple or dict of Tensors, got {got}") from None
-    return leaves, list
+    return leaves, list, [f"wrt[{i}]" for i in range(len(leaves))]
+
+
+def _check_argnums(argnums) -> tuple[int, ...]:
+    nums = (argnums,) if not isinstance(argnums, tuple) else argnums
+    if not nums or not all(type(a) is int and a >= 0 for a in nums) or len(set(nums)) != len(nums):
+        raise TypeError(f"argnums must be a non-negative int or a tuple of distinct ones, got {argnums!r}")
+    return nums
+
+
+def _aux_tree(aux):
+    """(the Tensors in aux, what rebuilds aux from them): NumPy arrays become Tensors, other leaves (None,
+    numbers, strings) come back as they are."""
+    leaves: list = []
+    tree = pytree.flatten(aux, leaves)
+    tensors, static = [], []
+    for leaf in leaves:
+        if isinstance(leaf, np.ndarray) or _on_gpu(leaf):
+            leaf = Tensor(leaf)  # made inside the trace: a constant of it
+        if isinstance(leaf, Tensor):
+            tensors.append(leaf)
+            leaf = _OUTPUT
+        static.append(leaf)
+    return tensors, (tree, tuple(static))
+
+
+_OUTPUT = object()  # an aux leaf that is an output of the step
+
+
+def _flat_fn(fn, call: pytree.CallTree, has_aux: bool, out: dict):
+    """fn as a function of the call's flat leaves; with has_aux it returns (value, aux's tensors) and
+    leaves aux's structure in out["aux"]."""
+    def flat(*leaves):
+        args, kwargs = call.rebuild(leaves)
+        result = fn(*args, **kwargs)
+        if not has_aux:
+            return result
+        if not (isinstance(result, (tuple, list)) and len(result) == 2):
+            raise TypeError(f"has_aux=True: fn must return a pair (value, aux), got {type(result).__name__}")
+        tensors, out["aux"] = _aux_tree(result[1])
+        return result[0], tuple(tensors)
+    return flat
 
 
 @dataclass
@@ -69,7 +113,8 @@ class _Compiled:
     fresh: list[bool]  # per captured tensor: a random seed drawn anew for each call
     writes: list[tuple[str, int, ir.Expr]]  # in-place writes of fn, returned after the result's fields
     n_fields: int  # the result's fields at the top of the returned tuple (2 with has_aux, else 1)
-    inputs: list[int]  # positions of the arguments fed as parameters (tensors, Python numbers as inputs)
+    inputs: list[int]  # positions of the leaves fed as parameters (tensors, Python numbers as inputs)
+    rebuild: object  # the gradients (one per wrt leaf or argnums leaf) in the structure handed back
 
     def __post_init__(self):
         self.step = self.executor["main_adjoint"]  # the compiled adjoint, looked up once
@@ -81,12 +126,19 @@ _CACHE_ENTRIES = 16  # traces kept (an old one may hold an old model's structure
 
 
 class _GradFunction:
-    def __init__(self, fn, wrt, has_aux: bool, return_value: bool, check: bool = False, memory_budget=None):
+    def __init__(self, fn, wrt, has_aux: bool, return_value: bool, check: bool = False, memory_budget=None,
+                 argnums=None):
         self.fn, self.has_aux, self.return_value, self.check = fn, has_aux, return_value, check
         self.memory_budget = None if memory_budget is None else parse_budget(memory_budget)
         self.static_scalars = False  # set when fn cannot take its Python-number arguments as traced inputs
         self.warned_missing = False
-        self.leaves, self.rebuild = _flatten_wrt(wrt)
+        if (wrt is None) == (argnums is None):
+            raise TypeError("grad/value_and_grad: give exactly one of wrt= or argnums= (wrt names tensors by "
+                            f"identity, argnums the positions of the arguments to differentiate, as in JAX); got "
+                            f"{'neither' if wrt is None else 'both'}")
+        self.argnums = None if argnums is None else _check_argnums(argnums)
+        self.int_argnums = isinstance(argnums, int)
+        self.leaves, self.rebuild, self.labels = _flatten_wrt(() if wrt is None else wrt)
         for i, t in enumerate(self.leaves):
             if not isinstance(t, Tensor):
                 raise TypeError(f"wrt[{i}] must be a Tensor, got {type(t).__name__}")
@@ -119,28 +171,32 @@ class _GradFunction:
         arrays = [ir.memory.zeros_for(ex.xp, p.type) for p in mod["main_adjoint"].params]
         return ir.memory_profile(mod, "main_adjoint", *arrays, device=ex.device)
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        # Arguments are pytrees: from here on `args` are the flat leaves of args and kwargs, `call` their tree
+        flat: list = []
+        call = pytree.CallTree(args, kwargs, flat)
         ctx = active_trace()
         if ctx is not None:  # grad of grad, or grad inside any traced function: inline the adjoint
-            return self._call_in_trace(ctx, args)
-        key = self._key(args)
+            return self._call_in_trace(ctx, call, flat)
+        args = flat
+        key = self._key(call, args)
         entries = self.cache.get(key, ())
         compiled, feed = None, None
         for c in entries:
             if not c.guards or all(getter() == value for getter, value in c.guards):
-                feed = self._resolve(c, args)
+                feed = self._resolve(c, call, args)
                 if feed is not None:
                     compiled = c
                     break
         if compiled is None:
-            traced = self._trace(args)
-            compiled, feed = self._compile(traced, args), traced.captured
-            key = self._key(args)  # the trace may have found that fn needs its Python numbers baked in
+            traced = self._trace(call, args)
+            compiled, feed = self._compile(traced, call, args), traced.captured
+            key = self._key(call, args)  # the trace may have found that fn needs its Python numbers baked in
             self._remember(key, compiled)
         elif self.check or os.environ.get("TRACEGRAD_CHECK") == "1":
-            feed = self._check_trace(compiled, args, feed)
+            feed = self._check_trace(compiled, call, args, feed)
         if compiled.writes:
-            _refuse_aliased_writes(compiled, args, feed)
+            _refuse_aliased_writes(compiled, call, args, feed)
         self.last = compiled
         return self._run(compiled, args, feed)
 
@@ -155,28 +211,38 @@ class _GradFunction:
             if not self.cache[oldest]:
                 del self.cache[oldest]
 
-    def _key(self, args) -> tuple:
-        # Which argument is which wrt leaf is part of the signature; any other tensor only by type.
+    def _key(self, call: pytree.CallTree, args) -> tuple:
+        # The tree's structure, and which leaf is which wrt leaf, are part of the signature; any other
+        # tensor only by type.
         frozen = tuple(i for i, t in enumerate(self.leaves) if not getattr(t, "requires_grad", True))
-        return (frozen, *(_signature(a, self.leaf_index, self.static_scalars) for a in args))
+        try:
+            return (frozen, call.key, *(_signature(a, self.leaf_index, self.static_scalars) for a in args))
+        except TypeError as e:  # an unhashable leaf: name where it is
+            bad = next(i for i, a in enumerate(args) if not _hashable_leaf(a))
+            raise TypeError(f"grad: argument {call.paths()[bad]} is {e}") from None
 
-    def _trace(self, args) -> Traced:
+    def _trace(self, call: pytree.CallTree, args) -> Traced:
         """Trace fn, its Python-number arguments as inputs; if fn needs one as a Python value (a shape, a
         loop count, a probability), trace again with them baked in, and do so from then on."""
+        out: dict = {}
+        flat, names = _flat_fn(self.fn, call, self.has_aux, out), call.names(self.fn)
         if self.static_scalars or not any(is_scalar_input(a) for a in args):
-            return trace_function(self.fn, args)
-        try:
-            return trace_function(self.fn, args, scalars_as_inputs=True)
-        except Exception:  # noqa: BLE001 - any failure: the baked trace below raises the real error, if any
-            traced = trace_function(self.fn, args)
-            self.static_scalars = True
-            return traced
+            traced = trace_function(flat, args, names)
+        else:
+            try:
+                traced = trace_function(flat, args, names, scalars_as_inputs=True)
+            except Exception:  # noqa: BLE001 - any failure: the baked trace below raises the real error, if any
+                traced = trace_function(flat, args, names)
+                self.static_scalars = True
+        traced.out_tree = out.get("aux")  # how to rebuild aux from the step's aux outputs
+        return traced
 
-    def _resolve(self, c: _Compiled, args) -> list[Tensor] | None:
+    def _resolve(self, c: _Compiled, call: pytree.CallTree, args) -> list[Tensor] | None:
         """The captured tensors to feed `c` now, or None when c no longer computes what fn would."""
         if c.sources is None:  # some tensor cannot be found again: trace anew, reuse c if nothing changed
-            traced = self._trace(args)
-            same = ir.structural_equal(_with_writes(traced, self.has_aux), c.traced)
+            traced = self._trace(call, args)
+            same = ir.structural_equal(_with_writes(traced, self.has_aux), c.traced) and \
+                _same_aux(traced.out_tree, c.out_tree)
             feed = traced.captured if same else None
         else:
             feed = c.sources.resolve(self.fn, args)
@@ -188,12 +254,15 @@ class _GradFunction:
         """Per captured tensor, the wrt leaf it is (None: not one, or a random seed)."""
         return [None if f else self.leaf_index.get(id(t)) for t, f in zip(captured, fresh, strict=True)]
 
-    def _check_trace(self, c: _Compiled, args, feed):
+    def _check_trace(self, c: _Compiled, call: pytree.CallTree, args, feed):
         """check=True: trace fn again and raise if it now computes something else than the cached trace."""
-        traced = self._trace(args)
+        traced = self._trace(call, args)
         new = _with_writes(traced, self.has_aux)
         if not ir.structural_equal(new, c.traced):
             raise TraceMismatchError(_mismatch_report(c.traced, new))
+        if not _same_aux(traced.out_tree, c.out_tree):
+            raise TraceMismatchError(f"check=True: fn's aux now has the structure or Python values "
+                                     f"{traced.out_tree}, the compiled step's {c.out_tree}")
         for k, (t, fed) in enumerate(zip(traced.captured, feed, strict=True)):
             if not c.fresh[k] and t is not fed:
                 raise TraceMismatchError(
@@ -201,12 +270,12 @@ class _GradFunction:
                     "than the one the compiled step found where the trace had found it; please report this")
         return traced.captured
 
-    def _compile(self, traced: Traced, args) -> _Compiled:
+    def _compile(self, traced: Traced, call: pytree.CallTree, args) -> _Compiled:
         with paused_gc():  # building IR allocates much and frees little: no full collections meanwhile
-            return self._compile_unpaused(traced, args)
+            return self._compile_unpaused(traced, call, args)
 
-    def _compile_unpaused(self, traced: Traced, args) -> _Compiled:
-        mod, slots = self._differentiate(traced, args)
+    def _compile_unpaused(self, traced: Traced, call: pytree.CallTree, args) -> _Compiled:
+        mod, slots, rebuild = self._differentiate(traced, call, args)
         # CuPy arrays in (arguments or captured weights) run the compiled step on the GPU
         arrays = [_array(a) for a in args] + [t._data for t in traced.captured]
         device = "cuda" if any(_on_gpu(a) for a in arrays) else "cpu"
@@ -223,43 +292,111 @@ class _GradFunction:
         return _Compiled(mod, executor, _with_writes(traced, self.has_aux), traced.out_tree, slots,
                          traced.guards, None if sources.missing else sources,
                          self._leaf_routes(traced.captured, fresh), fresh, traced.writes,
-                         2 if self.has_aux else 1, traced.inputs)
+                         2 if self.has_aux else 1, traced.inputs, rebuild)
 
-    def _differentiate(self, traced, args) -> tuple[IRModule, list[tuple[int, ...]]]:
-        """Gradient and clean-up of a trace; for each wrt leaf, its indices among the gradients."""
-        fn_ir = traced.mod["main"]
-        arg_params = [p for p in fn_ir.params[: len(fn_ir.params) - len(traced.captured)]]
-        # A leaf may reach fn by several routes (passed twice, or passed and captured): one parameter
-        # each, and the leaf's gradient is the sum of theirs.
-        by_identity: dict[int, list[ir.Var]] = {}
-        for a, p in zip([args[i] for i in traced.inputs], arg_params, strict=True):
-            by_identity.setdefault(id(a), []).append(p)
-        for t, p in zip(traced.captured, fn_ir.params[len(arg_params):], strict=True):
-            by_identity.setdefault(id(t), []).append(p)
-        require, slots = [], []
-        for t in self.leaves:
-            # a frozen parameter (requires_grad_(False)) gets no gradient, as in torch: None
-            params = by_identity.get(id(t), []) if getattr(t, "requires_grad", True) else []
-            require.extend(p for p in params if p not in require)
-            slots.append(tuple(require.index(p) for p in params))
+    def _differentiate(self, traced, call: pytree.CallTree, args):
+        """Gradient and clean-up of a trace: (module, per gradient handed back the indices of the parameters
+        whose gradients sum to it (none: None), the function putting the gradients in the user's structure)."""
         self._check_output(traced)
-        if self.has_aux:
-            tree = traced.out_tree
-            if tree == "tensor" or len(tree[1]) != 2:
-                raise TypeError("has_aux=True: fn must return a pair (value, aux)")
+        fn_ir = traced.mod["main"]
+        arg_params = fn_ir.params[: len(fn_ir.params) - len(traced.captured)]
         source = _with_writes(traced, self.has_aux)
+        if self.argnums is not None:
+            param_of = dict(zip(traced.inputs, arg_params, strict=True))
+            require, slots, rebuild = self._argnum_targets(call, args, param_of)
+        else:
+            require, slots = self._wrt_targets(traced, source, args, arg_params)
+            rebuild = self.rebuild
         if self.memory_budget is not None:  # the planner writes its checkpoint regions into main
             source = plan_checkpoints(source, self.memory_budget, require_grads=require, target_index=0)
         mod = Gradient("main", require_grads=require, target_index=0)(source)
         mod = ir.transform.optimize()(ir.transform.cleanup()(mod))
         ir.verify(mod)
-        return mod, slots
+        return mod, slots, rebuild
 
-    def _call_in_trace(self, ctx, args):
+    def _wrt_targets(self, traced, source: IRModule, args, arg_params):
+        """require_grads and slots for wrt, whose leaves are tensors named by identity."""
+        # A leaf may reach fn by several routes (passed twice, or passed and captured): one parameter
+        # each, and the leaf's gradient is the sum of theirs.
+        by_identity: dict[int, list[ir.Var]] = {}
+        for a, p in zip([args[i] for i in traced.inputs], arg_params, strict=True):
+            by_identity.setdefault(id(a), []).append(p)
+        for t, p in zip(traced.captured, source["main"].params[len(arg_params):], strict=True):
+            by_identity.setdefault(id(t), []).append(p)
+        # read: used by a binding or the result, or written in place (x[...] = v: in the graph, as in torch)
+        every = source["main"].params
+        read = _read_vars(source["main"]) | {
+            every[traced.inputs.index(i)] if kind == "arg" else every[len(arg_params) + i]
+            for kind, i, _ in traced.writes if kind != "attr"}  # attr: a module attribute bound in forward
+        require, slots, unread = [], [], []
+        for k, t in enumerate(self.leaves):
+            # a frozen parameter (requires_grad_(False)) gets no gradient, as in torch: None
+            params = [p for p in by_identity.get(id(t), []) if p in read] if getattr(t, "requires_grad", True) \
+                else None
+            if params == []:
+                unread.append(k)  # None as well, if fn can still reach it
+            require.extend(p for p in params or () if p not in require)
+            slots.append(tuple(require.index(p) for p in params or ()))
+        if unread:
+            self._refuse_unreachable(unread, args)
+        return require, slots
+
+    def _refuse_unreachable(self, unread: list[int], args) -> None:
+        """A wrt leaf fn does not read gets None while fn can still reach it (torch's unused parameter);
+        one that fn can no longer reach at all is a ValueError: it is not what fn computes with."""
+        passed = {id(a) for a in args}
+        search = [k for k in unread if id(self.leaves[k]) not in passed]
+        if not search:
+            return
+        lost = [search[j] for j in locate(self.fn, args, [self.leaves[k] for k in search]).missing]
+        if not lost:
+            return
+        which = "; ".join(f"{self.labels[k]} ({_describe_leaf(self.leaves[k])})" for k in lost)
+        raise ValueError(
+            f"grad: {which}: neither read by fn nor reachable from what fn holds (its closure, globals, arguments "
+            "and their attributes), so its gradient would be a silent zero. fn now computes with other tensors "
+            "(a functional update such as params = {k: params[k] - lr * g[k] for k in params}, or a rebound "
+            "weight): differentiate with respect to the argument that holds them, value_and_grad(fn, argnums=0), "
+            "or make a new step with the new tensors in wrt")
+
+    def _argnum_targets(self, call: pytree.CallTree, args, param_of: dict):
+        """require_grads, slots and the rebuild for argnums: every leaf of those arguments, positionally."""
+        shown = self.argnums[0] if self.int_argnums else self.argnums
+        if max(self.argnums) >= len(call.args):
+            raise ValueError(f"argnums={shown} but the step was called with {len(call.args)} positional arguments")
+        paths = call.paths()
+        require, slots = [], []
+        for a in self.argnums:
+            for i in call.span(a):
+                if args[i] is None:  # an empty subtree, as in JAX: None in the gradients too
+                    slots.append(())
+                    continue
+                kind = _differentiable(args[i])
+                if kind is not None:
+                    raise TypeError(f"argnums={shown}: {paths[i]} is {kind}; only floating-point Tensors, arrays and "
+                                    "numbers can be differentiated (as in JAX): pass it in another argument")
+                if i not in param_of:
+                    raise TypeError(f"argnums={shown}: {paths[i]} (a Python number) is baked into the trace (fn uses "
+                                    "it as a Python value, or the step runs inside another trace), so it has no "
+                                    "gradient: pass it as an array")
+                require.append(param_of[i])
+                slots.append((len(require) - 1,))
+        trees = [call.args[a] for a in self.argnums]
+
+        def rebuild(gs):
+            it = iter(gs)
+            grads = tuple(pytree.unflatten(t, it) for t in trees)
+            return grads[0] if self.int_argnums else grads
+        return require, slots, rebuild
+
+    def _call_in_trace(self, ctx, call: pytree.CallTree, args):
         """Inside a trace, the adjoint's bindings are recorded into it, so the result is itself
         differentiable: grad(lambda x: grad(f, wrt=x)(x).sum(), wrt=...) is a second derivative."""
-        traced = trace_function(self.fn, args)  # nested: outer values fn reads become its parameters
-        mod, slots = self._differentiate(traced, args)
+        out: dict = {}
+        # nested: outer values fn reads become its parameters; numbers are baked
+        traced = trace_function(_flat_fn(self.fn, call, self.has_aux, out), args, call.names(self.fn))
+        traced.out_tree = out.get("aux")
+        mod, slots, rebuild = self._differentiate(traced, call, args)
         ctx.guards.extend(traced.guards)
         adjoint = mod["main_adjoint"]
         inputs = [a if isinstance(a, Tensor) else Tensor(a) for a in args if arg_type(a) is not None]
@@ -282,9 +419,7 @@ class _GradFunction:
             if isinstance(e, ir.Tuple):
                 return tuple(tensor(f) for f in e.fields)
             return Tensor(_var=e, _trace=ctx) if isinstance(e, ir.Var) else Tensor(e.data)
-        def zeros(t):
-            return apply("zeros", [], shape=t.shape, dtype=t.dtype)
-        return self._assemble(tensor(value), tensor(grads), slots, zeros, traced.out_tree, _traced_leaf)
+        return self._assemble(tensor(value), tensor(grads), slots, rebuild, traced.out_tree, _traced_leaf)
 
     def _check_output(self, traced) -> None:
         body = traced.mod["main"].body
@@ -305,7 +440,6 @@ class _GradFunction:
         else:
             feed.extend([t._data for t in captured])
         value, grads = _unshared(c.step(*feed), {id(a if a.base is None else _owner(a)) for a in feed})
-        grads = _distinct(grads)
         if c.writes:  # fn wrote to tensors in place: write the new values where an eager call would have
             for (kind, i, _), new in zip(c.writes, value[c.n_fields:], strict=True):
                 if kind == "attr":  # a module attribute forward bound a traced value to: a new tensor there
@@ -314,20 +448,18 @@ class _GradFunction:
                 target = args[i] if kind == "arg" else captured[i]
                 (target._data if isinstance(target, Tensor) else target)[...] = new
             value = value[0] if c.n_fields == 1 else value[:c.n_fields]
+        seen: set[int] = set()  # value, aux and gradients: each a buffer of its own
+        value, grads = _distinct(value, seen), _distinct(grads, seen)
+        return self._assemble(value, grads, c.grad_slots, c.rebuild, c.out_tree, Tensor.wrap)
 
-        def zeros(t):
-            return Tensor.wrap(c.executor.xp.zeros(t.shape, t.dtype))
-        return self._assemble(value, grads, c.grad_slots, zeros, c.out_tree, Tensor.wrap)
-
-    def _assemble(self, value, grads, slots, zeros, out_tree, leaf):
-        """The user's result: gradients in wrt's structure (`zeros(t)` for leaves fn never read), and
-        the value (with aux in fn's output structure); `leaf` turns each result into a Tensor."""
-        gradients = self.rebuild([
+    def _assemble(self, value, grads, slots, rebuild, out_tree, leaf):
+        """The user's result: gradients in the structure of wrt (or of the argnums arguments), None where a
+        slot is empty, and the value (with aux in fn's structure); `leaf` turns each result into a Tensor."""
+        gradients = rebuild([
             leaf(grads[s[0]] if len(s) == 1 else functools.reduce(operator.add, [grads[i] for i in s])) if s
-            else zeros(t) if getattr(t, "requires_grad", True) else None
-            for t, s in zip(self.leaves, slots, strict=True)])
+            else None for s in slots])
         if self.has_aux:
-            aux = _wrap(value[1], out_tree[1][1], leaf)
+            aux = _wrap(value[1], out_tree, leaf)
             if not self.return_value:
                 return gradients, aux
             return (leaf(value[0]), aux), gradients
@@ -347,11 +479,50 @@ def _traced_leaf(t):
     return t  # results made inside a trace are Tensors already
 
 
-def _wrap(value, tree, leaf):
-    if tree == "tensor":
-        return leaf(value)
-    kind, subtrees = tree
-    return kind(_wrap(v, t, leaf) for v, t in zip(value, subtrees, strict=True))
+def _wrap(values, aux_tree, leaf):
+    """aux rebuilt from the step's aux outputs and the static leaves that `_aux_tree` kept."""
+    tree, static = aux_tree
+    it = iter(values)
+    return pytree.unflatten(tree, iter([leaf(next(it)) if s is _OUTPUT else s for s in static]))
+
+
+def _same_aux(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - a static leaf whose == is not a bool: compare by identity
+        return a is b
+
+
+def _read_vars(fn: ir.Function) -> set:
+    """The variables fn's bindings and result use."""
+    used = set(ir.free_vars(fn.body))
+    for b in fn.bindings:
+        used.update(ir.free_vars(b.value))
+    return used
+
+
+def _differentiable(a) -> str | None:
+    """None when argnums can differentiate leaf a, else what it is (for the message)."""
+    if type(a) is float or isinstance(a, np.floating):
+        return None
+    t = arg_type(a)
+    if t is not None:
+        return None if t.is_float else f"{'a Tensor' if isinstance(a, Tensor) else 'an array'} of dtype {t.dtype}"
+    return f"a Python {type(a).__name__}" if isinstance(a, (int, bool, str)) else f"a {type(a).__name__}"
+
+
+def _hashable_leaf(a) -> bool:
+    if arg_type(a) is not None or isinstance(a, Spec) or type(a).__hash__ is object.__hash__:
+        return True
+    try:
+        hash(a)
+    except TypeError:
+        return False
+    return True
+
+
+def _describe_leaf(t: Tensor) -> str:
+    return ", ".join(([t._name] if t._name else []) + [f"shape {tuple(t.shape)}", str(t.dtype)])
 
 
 def _signature(a, leaf_index: dict[int, int], static_scalars: bool):
@@ -365,10 +536,6 @@ def _signature(a, leaf_index: dict[int, int], static_scalars: bool):
         return ("spec", a.shape, a.dtype)
     if not static_scalars and is_scalar_input(a):
         return ("scalar", type(a).__name__)
-    if type(a) in (tuple, list):  # JAX-style (params, x): the tensors inside are captured, found each call
-        return (type(a).__name__, tuple(_signature(e, leaf_index, static_scalars) for e in a))
-    if type(a) is dict:
-        return ("dict", tuple((k, _signature(v, leaf_index, static_scalars)) for k, v in a.items()))
     if type(a).__hash__ is object.__hash__:
         # an object equal only to itself (a model): by id, so the cache does not keep it alive; a new object
         # at a reused address is checked like any other, through what the step finds in it
@@ -376,23 +543,22 @@ def _signature(a, leaf_index: dict[int, int], static_scalars: bool):
     try:
         hash(a)
     except TypeError:
-        raise TypeError(f"grad: argument {a!r} is neither a tensor nor a hashable Python value") from None
+        raise TypeError(f"{a!r}, neither a tensor nor a hashable Python value") from None
     return ("py", type(a).__name__, a)
 
 
-def _distinct(grads: tuple) -> tuple:
-    """Gradients that share a buffer, copied: d(x*2 + y*2)/dx and /dy simplify to one array, and a user
-    writing into one gradient (an optimizer updating in place) must not change another, as in torch."""
-    seen: set[int] = set()
-    out = []
-    for g in grads:
-        owner = id(g if g.base is None else _owner(g))
-        if owner in seen:
-            g = g.copy()
-        else:
-            seen.add(owner)
-        out.append(g)
-    return tuple(out)
+def _distinct(value, seen: set[int]):
+    """value (an array or nested tuples of them) with every array whose buffer is in `seen` (and every later
+    one sharing a buffer) copied. Gradients simplify to one array (d(x*2 + y*2)/dx and /dy), or to an aux
+    output (d sum(w * tanh(x))/dw is tanh(x)); a user writing into one result (an optimizer updating a
+    gradient in place) must not change another, as in torch."""
+    if isinstance(value, tuple):
+        return tuple(_distinct(v, seen) for v in value)
+    owner = id(value if value.base is None else _owner(value))
+    if owner in seen:
+        return value.copy()
+    seen.add(owner)
+    return value
 
 
 def _unshared(value, fed: set[int]):
@@ -409,15 +575,15 @@ def _unshared(value, fed: set[int]):
     return value
 
 
-def _refuse_aliased_writes(c: _Compiled, args, captured) -> None:
+def _refuse_aliased_writes(c: _Compiled, call: pytree.CallTree, args, captured) -> None:
     """A tensor passed as an argument that fn also writes as a captured tensor: eagerly, fn reads the write
     through the argument; compiled, the argument is a separate input. Refuse rather than differ."""
     written = {id(captured[i]) for kind, i, _ in c.writes if kind == "captured"}
     for i, a in enumerate(args):
         if id(a) in written:
-            raise ValueError(f"argument {i} is the same tensor that fn writes in place (as a tensor it captures): "
-                             "a compiled step cannot alias the two; pass a copy (x.clone()) or write through the "
-                             "argument")
+            raise ValueError(f"argument {call.paths()[i]} is the same tensor that fn writes in place (as a tensor "
+                             "it captures): a compiled step cannot alias the two; pass a copy (x.clone()) or write "
+                             "through the argument")
 
 
 def _with_writes(traced: Traced, has_aux: bool) -> IRModule:
@@ -458,19 +624,30 @@ def _on_gpu(a) -> bool:
     return type(a).__module__.startswith("cupy")
 
 
-def grad(fn, wrt, has_aux: bool = False):
-    """The gradient of scalar `fn` with respect to `wrt` (a Tensor, or a list, tuple or dict of them).
+def grad(fn, wrt=None, has_aux: bool = False, *, argnums=None):
+    """The gradient of scalar `fn` with respect to `wrt` (a Tensor, or a list, tuple or dict of them, named
+    by identity), or, as in JAX, with respect to the arguments at positions `argnums` (an int or a tuple of
+    ints; each a pytree whose leaves are floating-point Tensors, arrays or numbers): gradients shaped like
+    wrt, or like those arguments (a tuple of them for a tuple argnums). Give exactly one of the two.
+
+    A wrt tensor fn does not read gets None while fn can still reach it (through its closure, globals,
+    arguments or their attributes), as torch's unused parameters; one fn can no longer reach is a
+    ValueError. A leaf of an argnums argument that fn does not read gets zeros, as in JAX.
 
     >>> import numpy as np, tracer, autodiff
     >>> w = tracer.tensor(np.ones((3, 2), "float32"))
     >>> g = autodiff.grad(lambda x: (x @ w).sum(), wrt=[w])(np.ones((4, 3), "float32"))
     >>> g[0].shape, float(g[0].numpy()[0, 0])
     ((3, 2), 4.0)
+    >>> params = {"w": np.ones(3, "float32")}
+    >>> autodiff.grad(lambda p, x: (x @ p["w"]).sum(), argnums=0)(params, np.ones((4, 3), "float32"))["w"].numpy()
+    array([4., 4., 4.], dtype=float32)
     """
-    return _GradFunction(fn, wrt, has_aux, return_value=False)
+    return _GradFunction(fn, wrt, has_aux, return_value=False, argnums=argnums)
 
 
-def value_and_grad(fn, wrt, has_aux: bool = False, *, check: bool = False, memory_budget=None):
+def value_and_grad(fn, wrt=None, has_aux: bool = False, *, argnums=None, check: bool = False,
+                   memory_budget=None):
     """Like `grad`, returning `(value, gradients)`, or `((value, aux), gradients)` with has_aux.
 
     check=True (or the environment variable TRACEGRAD_CHECK=1) traces fn again on every call and raises
@@ -480,7 +657,8 @@ def value_and_grad(fn, wrt, has_aux: bool = False, *, check: bool = False, memor
     memory_budget (bytes, or a string like "64MiB") lets `autodiff.plan_checkpoints` choose checkpoint
     regions so that the step's peak_bytes fits it with the least recomputation; ValueError when no plan can.
     """
-    return _GradFunction(fn, wrt, has_aux, return_value=True, check=check, memory_budget=memory_budget)
+    return _GradFunction(fn, wrt, has_aux, return_value=True, check=check, memory_budget=memory_budget,
+                         argnums=argnums)
 
 
 def gradcheck(fn, *args, eps: float = 1e-6, rtol: float = 1e-5, atol: float = 1e-7) -> bool:
@@ -526,7 +704,7 @@ def gradcheck(fn, *args, eps: float = 1e-6, rtol: float = 1e-5, atol: float = 1e
             lo = value(tensors)
             base[idx] = orig
             numeric[idx] = (hi - lo) / (2 * eps)
-        got = np.asarray(g)
+        got = np.zeros_like(base) if g is None else np.asarray(g)  # None: fn does not read it
         err = np.abs(got - numeric) - (atol + rtol * np.abs(numeric))
         if err.size and err.max() > 0:
             worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(err)), err.shape))

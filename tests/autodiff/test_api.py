@@ -83,11 +83,15 @@ def test_has_aux():
     assert isinstance(aux, tuple) and len(g2) == 1
 
 
-def test_unused_wrt_gets_zeros():
+def test_unused_wrt_is_none_if_reachable_else_an_error():
     w, b = weights()
     unused = tracer.tensor(np.ones((5,), "float32"))
-    g = autodiff.grad(loss_fn(w, b), wrt=[w, unused])(X)
-    assert g[1].shape == (5,) and not g[1].numpy().any()
+    # not read and not reachable from fn: not what fn computes with (was a silent zero gradient)
+    with pytest.raises(ValueError, match=r"wrt\[1\] \(shape \(5,\), float32\): neither read by fn nor reachable"):
+        autodiff.grad(loss_fn(w, b), wrt=[w, unused])(X)
+    # reachable (an argument fn ignores): None, as torch leaves an unused parameter's .grad None
+    g = autodiff.grad(lambda x, spare: loss_fn(w, b)(x), wrt=[w, unused])(X, unused)
+    assert g[1] is None and g[0].shape == (3, 2)
 
 
 def test_errors():
