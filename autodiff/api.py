@@ -66,40 +66,6 @@ def _check_argnums(argnums) -> tuple[int, ...]:
     return nums
 
 
-def _aux_tree(aux):
-    """(the Tensors in aux, what rebuilds aux from them): NumPy arrays become Tensors, other leaves (None,
-    numbers, strings) come back as they are."""
-    leaves: list = []
-    tree = pytree.flatten(aux, leaves)
-    tensors, static = [], []
-    for leaf in leaves:
-        if isinstance(leaf, np.ndarray) or _on_gpu(leaf):
-            leaf = Tensor(leaf)  # made inside the trace: a constant of it
-        if isinstance(leaf, Tensor):
-            tensors.append(leaf)
-            leaf = _OUTPUT
-        static.append(leaf)
-    return tensors, (tree, tuple(static))
-
-
-_OUTPUT = object()  # an aux leaf that is an output of the step
-
-
-def _flat_fn(fn, call: pytree.CallTree, has_aux: bool, out: dict):
-    """fn as a function of the call's flat leaves; with has_aux it returns (value, aux's tensors) and
-    leaves aux's structure in out["aux"]."""
-    def flat(*leaves):
-        args, kwargs = call.rebuild(leaves)
-        result = fn(*args, **kwargs)
-        if not has_aux:
-            return result
-        if not (isinstance(result, (tuple, list)) and len(result) == 2):
-            raise TypeError(f"has_aux=True: fn must return a pair (value, aux), got {type(result).__name__}")
-        tensors, out["aux"] = _aux_tree(result[1])
-        return result[0], tuple(tensors)
-    return flat
-
-
 @dataclass
 class _Compiled:
     mod: IRModule
@@ -225,7 +191,7 @@ class _GradFunction:
         """Trace fn, its Python-number arguments as inputs; if fn needs one as a Python value (a shape, a
         loop count, a probability), trace again with them baked in, and do so from then on."""
         out: dict = {}
-        flat, names = _flat_fn(self.fn, call, self.has_aux, out), call.names(self.fn)
+        flat, names = pytree.flat_fn(self.fn, call, self.has_aux, out), call.names(self.fn)
         if self.static_scalars or not any(is_scalar_input(a) for a in args):
             traced = trace_function(flat, args, names)
         else:
@@ -242,7 +208,7 @@ class _GradFunction:
         if c.sources is None:  # some tensor cannot be found again: trace anew, reuse c if nothing changed
             traced = self._trace(call, args)
             same = ir.structural_equal(_with_writes(traced, self.has_aux), c.traced) and \
-                _same_aux(traced.out_tree, c.out_tree)
+                pytree.same_aux(traced.out_tree, c.out_tree)
             feed = traced.captured if same else None
         else:
             feed = c.sources.resolve(self.fn, args)
@@ -260,7 +226,7 @@ class _GradFunction:
         new = _with_writes(traced, self.has_aux)
         if not ir.structural_equal(new, c.traced):
             raise TraceMismatchError(_mismatch_report(c.traced, new))
-        if not _same_aux(traced.out_tree, c.out_tree):
+        if not pytree.same_aux(traced.out_tree, c.out_tree):
             raise TraceMismatchError(f"check=True: fn's aux now has the structure or Python values "
                                      f"{traced.out_tree}, the compiled step's {c.out_tree}")
         for k, (t, fed) in enumerate(zip(traced.captured, feed, strict=True)):
@@ -394,7 +360,7 @@ class _GradFunction:
         differentiable: grad(lambda x: grad(f, wrt=x)(x).sum(), wrt=...) is a second derivative."""
         out: dict = {}
         # nested: outer values fn reads become its parameters; numbers are baked
-        traced = trace_function(_flat_fn(self.fn, call, self.has_aux, out), args, call.names(self.fn))
+        traced = trace_function(pytree.flat_fn(self.fn, call, self.has_aux, out), args, call.names(self.fn))
         traced.out_tree = out.get("aux")
         mod, slots, rebuild = self._differentiate(traced, call, args)
         ctx.guards.extend(traced.guards)
@@ -459,7 +425,7 @@ class _GradFunction:
             leaf(grads[s[0]] if len(s) == 1 else functools.reduce(operator.add, [grads[i] for i in s])) if s
             else None for s in slots])
         if self.has_aux:
-            aux = _wrap(value[1], out_tree, leaf)
+            aux = pytree.rebuild_aux(value[1], out_tree, leaf)
             if not self.return_value:
                 return gradients, aux
             return (leaf(value[0]), aux), gradients
@@ -477,20 +443,6 @@ def _feed_arg(a, param):
 
 def _traced_leaf(t):
     return t  # results made inside a trace are Tensors already
-
-
-def _wrap(values, aux_tree, leaf):
-    """aux rebuilt from the step's aux outputs and the static leaves that `_aux_tree` kept."""
-    tree, static = aux_tree
-    it = iter(values)
-    return pytree.unflatten(tree, iter([leaf(next(it)) if s is _OUTPUT else s for s in static]))
-
-
-def _same_aux(a, b) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - a static leaf whose == is not a bool: compare by identity
-        return a is b
 
 
 def _read_vars(fn: ir.Function) -> set:

@@ -5,11 +5,18 @@ structure. Dict keys keep their insertion order (not sorted as in JAX): `fn` may
 
 A treedef is a hashable nested tuple: LEAF, or (kind, meta, children) with kind one of "tuple", "list",
 "dict", "odict", "namedtuple"; meta holds the dict keys in order, or the namedtuple's type.
+
+has_aux's aux is a pytree too: its Tensors (and NumPy arrays, made Tensors) are outputs of the step, its
+other leaves (None, numbers, strings) are kept as traced and handed back as they were.
 """
 from __future__ import annotations
 
 import inspect
 from collections import OrderedDict
+
+import numpy as np
+
+from tracer import Tensor
 
 LEAF = None
 _MAX_DEPTH = 100
@@ -123,3 +130,51 @@ class CallTree:
         for k, t in self.kwargs:
             out += [_ident(p) for p in paths(t, str(k))]
         return out
+
+
+def flat_fn(fn, call: CallTree, has_aux: bool, out: dict):
+    """fn as a function of the call's flat leaves; with has_aux it returns (value, aux's tensors) and
+    leaves aux's structure in out["aux"] (see `split_aux`)."""
+    def flat(*leaves):
+        args, kwargs = call.rebuild(leaves)
+        result = fn(*args, **kwargs)
+        if not has_aux:
+            return result
+        if not (isinstance(result, (tuple, list)) and len(result) == 2):
+            raise TypeError(f"has_aux=True: fn must return a pair (value, aux), got {type(result).__name__}")
+        tensors, out["aux"] = split_aux(result[1])
+        return result[0], tuple(tensors)
+    return flat
+
+
+_OUTPUT = object()  # an aux leaf that is an output of the step
+
+
+def split_aux(aux):
+    """(the Tensors in aux, what `rebuild_aux` needs to put aux back together from their values)."""
+    leaves: list = []
+    tree = flatten(aux, leaves)
+    tensors, static = [], []
+    for leaf in leaves:
+        if isinstance(leaf, np.ndarray) or type(leaf).__module__.startswith("cupy"):
+            leaf = Tensor(leaf)  # made inside the trace: a constant of it
+        if isinstance(leaf, Tensor):
+            tensors.append(leaf)
+            leaf = _OUTPUT
+        static.append(leaf)
+    return tensors, (tree, tuple(static))
+
+
+def rebuild_aux(values, aux_tree, leaf):
+    """aux from the step's aux outputs (`leaf` makes each a Tensor) and the static leaves `split_aux` kept."""
+    tree, static = aux_tree
+    it = iter(values)
+    return unflatten(tree, iter([leaf(next(it)) if s is _OUTPUT else s for s in static]))
+
+
+def same_aux(a, b) -> bool:
+    """Whether two traces' aux structures (and static leaves) agree."""
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - a static leaf whose == is not a bool: compare by identity
+        return a is b

@@ -229,3 +229,36 @@ def test_ir_parameters_are_named_after_the_leaf_paths():
     step({"x": X}, scale=2.0)
     names = [p.name for p in step.module["main"].params]
     assert names[:2] == ["batch_x", "scale"]
+
+
+def test_stress_random_container_arguments_against_eager():
+    # 200 calls, each with a random container kind, fresh arrays and numbers, sometimes as keywords and
+    # sometimes with a tensor (not an array) at a leaf: every call must give the eager answer
+    rng = np.random.default_rng(11)
+    model = nn.Linear(4, 3)
+    params = model.parameters()
+
+    def fn(batch, scale=1.0):
+        x, y = (batch["x"], batch["y"]) if isinstance(batch, dict) else (batch[0], batch[1])
+        return F.cross_entropy(model(x), y) * scale
+
+    step = autodiff.value_and_grad(fn, wrt=params)
+    kinds = [lambda x, y: (x, y), lambda x, y: [x, y], lambda x, y: {"x": x, "y": y}, lambda x, y: Batch(x, y)]
+    for _ in range(200):
+        n = int(rng.integers(2, 6))
+        x = rng.normal(size=(n, 4)).astype("float32")
+        if rng.integers(2):
+            x = tracer.tensor(x)
+        y = rng.integers(0, 3, size=n)
+        batch = kinds[int(rng.integers(len(kinds)))](x, y)
+        scale = float(rng.uniform(0.5, 2.0))
+        value, grads = step(batch, scale=scale) if rng.integers(2) else step(batch, scale)
+        xt = x if isinstance(x, tracer.Tensor) else tracer.tensor(x)
+        eager = fn({"x": xt, "y": tracer.tensor(y)}, scale)
+        np.testing.assert_allclose(float(value), float(eager), rtol=1e-5)
+        _, ref = autodiff.value_and_grad(fn, wrt=params)({"x": xt, "y": y}, scale)
+        for g, r in zip(grads, ref, strict=True):
+            np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-4, atol=1e-6)
+        if rng.integers(4) == 0:  # an optimizer's in-place update between calls
+            for p, g in zip(params, grads, strict=True):
+                p -= 0.1 * g
