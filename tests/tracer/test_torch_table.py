@@ -161,7 +161,7 @@ def test_eager_and_traced_match_torch(row, torch):
     weights = [R.uniform(0.5, 1.5, w.shape) for w in expected]
     loss_t = sum((o * torch.tensor(w)).sum() for o, w in zip(t_out, weights, strict=True))
     loss_t.backward()
-    want_grads = [t.grad.numpy() if t.grad is not None else np.zeros(t.shape) for t in t_in]
+    want_grads = [None if t.grad is None else t.grad.numpy() for t in t_in]
 
     def loss(*xs):
         outs = _flat(fn(TG, *xs))
@@ -171,6 +171,9 @@ def test_eager_and_traced_match_torch(row, torch):
     value, grads = autodiff.value_and_grad(loss, wrt=xs)(*xs)
     np.testing.assert_allclose(value.item(), loss_t.item(), rtol=1e-10)
     for g, want in zip(grads, want_grads, strict=True):
+        if want is None:  # torch: the input is not in the graph (type_as reads only its dtype)
+            assert g is None or not np.any(g.numpy()), g
+            continue
         np.testing.assert_allclose(g.numpy(), want, rtol=1e-9, atol=1e-12)
 
 
