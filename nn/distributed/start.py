@@ -18,32 +18,12 @@ from __future__ import annotations
 from collections import deque
 
 from tracer import Tensor
-from tracer.capture import _children, _is_atom  # the compiled step's own search for what a function reads
+from tracer.capture import _children, _is_atom, _where  # the compiled step's own search for what a function reads
 
 from ..module import Module
 
 _MAX_EXPANSIONS = 5000  # objects looked into from one step
 _MAX_DEPTH = 8
-
-
-def _name(path: str, kind: str, key, obj) -> str:
-    if kind == "cell":
-        return obj.__code__.co_freevars[key]
-    if kind == "global":
-        return key
-    if kind == "modattr":
-        return f"{key[0]}.{key[1]}"
-    if kind in ("default", "kwdefault"):
-        return f"{getattr(obj, '__name__', 'function')}'s default {key}"
-    if kind == "self":
-        return "self"
-    if kind == "func":
-        return path
-    if kind in ("partial_arg", "partial_kw"):
-        return f"{path}.{'args' if kind == 'partial_arg' else 'keywords'}[{key!r}]"
-    if kind == "item":
-        return f"{path}[{key!r}]"
-    return f"{path}.{key}" if path else str(key)  # attr, method
 
 
 def modules_reached(root) -> list[tuple[str, Module]]:
@@ -65,7 +45,7 @@ def modules_reached(root) -> list[tuple[str, Module]]:
             if isinstance(child, Tensor) or _is_atom(child) or id(child) in seen:
                 continue
             seen.add(id(child))
-            queue.append((child, _name(path, kind, key, obj), depth + 1))
+            queue.append((child, _where(path, obj, kind, key), depth + 1))
     return found
 
 
