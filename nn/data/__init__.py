@@ -1,4 +1,5 @@
-"""Mini-batches of arrays, and the small digits dataset that ships with tracegrad."""
+"""Mini-batches of arrays, torch.utils.data's datasets, samplers and DataLoader, a progress helper, and the
+small digits dataset that ships with tracegrad."""
 from __future__ import annotations
 
 import os
@@ -7,6 +8,20 @@ import numpy as np
 
 from tracer import Tensor
 from tracer.tensor import array_module_of
+
+from .collate import default_collate, default_convert
+from .dataset import ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split
+from .loader import DataLoader
+from .progress import progress
+from .sampler import (
+    BatchSampler,
+    DistributedSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
 
 
 def batches(arrays, batch_size: int, shuffle: bool = True, seed: int | None = None, drop_last: bool = False,
@@ -158,4 +173,7 @@ def load_digits(test_fraction: float = 0.2):
     return (x[train], y[train]), (x[test], y[test])
 
 
-__all__ = ["batches", "load_digits"]
+__all__ = ["batches", "load_digits",
+           "BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler", "IterableDataset",
+           "RandomSampler", "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset",
+           "WeightedRandomSampler", "default_collate", "default_convert", "progress", "random_split"]
