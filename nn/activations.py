@@ -25,9 +25,11 @@ def leaky_relu(x, negative_slope: float = 0.01) -> Tensor:
 
 
 def elu(x, alpha: float = 1.0) -> Tensor:
-    """x where x > 0, else alpha * (exp(x) - 1); exp sees min(x, 0) so a large x never overflows into its gradient."""
+    """x where x > 0, else alpha * (exp(x) - 1); exp sees 0 where x > 0, so a large x never overflows into its
+    gradient. A where, not minimum(x, 0): minimum splits its tie at 0, which halved the slope there; torch's
+    gradient at 0 is the lower branch's, alpha."""
     x = _tensor(x)
-    return tracer.where(x > 0, x, (tracer.exp(tracer.minimum(x, 0.0)) - 1.0) * alpha)
+    return tracer.where(x > 0, x, (tracer.exp(tracer.where(x > 0, 0.0, x)) - 1.0) * alpha)
 
 
 def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:

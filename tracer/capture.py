@@ -550,38 +550,86 @@ def attribute_guards(record: _Record, captured: dict[int, object]) -> AttributeG
 
 
 # ---------------------------------------------------------------- traced values left behind
+def _held(obj):
+    """(kind, key, child) for what find_escapes looks through: what _children yields, and also dict entries
+    under any key (a tuple, a float), set members, deque items and __slots__ attributes: routes to weights
+    need none of these, but a traced value forward stores there must still be found."""
+    if isinstance(obj, dict) and len(obj) <= _MAX_CONTAINER:
+        for k, item in list(obj.items()):
+            if isinstance(k, Tensor):  # a tensor as a key (tensors hash by identity, as torch's)
+                yield "key", k, k
+            yield "item", k, item
+        return
+    if isinstance(obj, (set, frozenset)) and len(obj) <= _MAX_CONTAINER:
+        for item in list(obj):
+            yield "member", item, item
+        return
+    if isinstance(obj, deque) and len(obj) <= _MAX_CONTAINER:
+        for i, item in enumerate(list(obj)):
+            yield "item", i, item
+        return
+    yield from _children(obj)
+    if not isinstance(obj, (types.FunctionType, types.MethodType, functools.partial, list, tuple)):
+        for name in _slot_names(type(obj)):
+            try:
+                yield "slot", name, object.__getattribute__(obj, name)
+            except AttributeError:  # an empty slot
+                continue
+
+
+@functools.lru_cache(maxsize=512)
+def _slot_names(cls) -> tuple[str, ...]:
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if klass.__module__.split(".")[0] in _LIBRARY_MODULES:
+            continue
+        slots = vars(klass).get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and name not in names:
+                names.append(name)
+    return tuple(names)
+
+
 def find_escapes(roots, is_escaped) -> list[tuple[str, object, str, object]]:
     """(where, container, kind, key) of each traced value that `roots` ((name, object) pairs) still reach
-    after a trace, in a breadth-first search like locate's."""
+    after a trace, in a breadth-first search like locate's. (container, kind, key) says what to take out:
+    the value itself, or, inside a tuple or frozenset (which cannot lose an item), the outermost such
+    container from the mutable object that holds it (a list item, a dict entry, an attribute, a global)."""
     found = []
     seen: set[int] = set()
-    queue = deque((name, obj, 0) for name, obj in roots)
+    queue = deque((name, obj, 0, None) for name, obj in roots)
     expansions = 0
     while queue and expansions < _MAX_EXPANSIONS:
-        where, obj, depth = queue.popleft()
+        where, obj, depth, link = queue.popleft()
         if id(obj) in seen or depth >= _MAX_DEPTH:
             continue
         seen.add(id(obj))
         expansions += 1
         try:
-            children = list(_children(obj))
+            children = list(_held(obj))
         except Exception:  # noqa: BLE001 - an object that cannot be searched holds nothing we can find
             continue
+        frozen = isinstance(obj, (tuple, frozenset)) and link is not None
         for kind, key, child in children:
+            out = link if frozen else (obj, kind, key)  # how to take `child` out of what the roots reach
             if isinstance(child, Tensor):
                 if is_escaped(child):
-                    found.append((_where(where, obj, kind, key), obj, kind, key))
+                    found.append((_where(where, obj, kind, key), *out))
                 continue
             if _is_atom(child) or id(child) in seen:
                 continue
-            queue.append((_where(where, obj, kind, key), child, depth + 1))
+            queue.append((_where(where, obj, kind, key), child, depth + 1, out))
     return found
 
 
 def _where(prefix: str, obj, kind: str, key) -> str:
     """A readable path: model.history[2], cache['h'], fn's closure variable `log`."""
-    if kind in ("attr", "method"):
+    if kind in ("attr", "method", "slot"):
         return f"{prefix}.{key}"
+    if kind == "member":
+        return f"a member of the set {prefix}"
+    if kind == "key":
+        return f"a key of {prefix}"
     if kind == "item":
         return f"{prefix}[{key!r}]"
     if kind == "cell":
@@ -601,8 +649,15 @@ def remove_escape(obj, kind: str, key) -> None:
     """Take the traced value out of where it was left (a list item, a dict entry, an attribute)."""
     if kind == "item":
         if isinstance(obj, tuple):
-            return  # immutable: whoever holds the tuple is reported (and cleaned) on its own
+            return  # a tuple that is itself a root (an argument): it cannot lose an item
         del obj[key]
+    elif kind == "key":
+        obj.pop(key, None)
+    elif kind == "member":
+        if not isinstance(obj, frozenset):
+            obj.discard(key)
+    elif kind == "slot":
+        object.__delattr__(obj, key)
     elif kind == "attr":
         obj.__dict__.pop(key, None)
     elif kind == "method":

@@ -292,8 +292,10 @@ def _settle_state(ctx: TraceContext, fn, args, failed: bool) -> list[tuple[Attri
     roots = [("fn", fn)] + [(f"argument {i}", a) for i, a in enumerate(args)
                             if not isinstance(a, (Tensor, Spec)) and not _is_atom(a)]
     escapes = find_escapes(roots, lambda t: t._var is not None and t._trace is ctx)
-    # list items last to first, so that removing one does not move the next
-    for _, holder, kind, key in sorted(escapes, key=lambda e: -e[3] if isinstance(e[3], int) else 0):
+    # each place once (two values in one tuple take the tuple out once), list items last to first, so that
+    # removing one does not move the next
+    places = {(id(e[1]), e[2], id(e[3]) if e[2] in ("member", "key") else e[3]): e for e in escapes}
+    for _, holder, kind, key in sorted(places.values(), key=lambda e: -e[3] if type(e[3]) is int else 0):
         remove_escape(holder, kind, key)
     if failed:
         return writes

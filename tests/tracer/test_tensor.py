@@ -73,11 +73,11 @@ def test_escaped_traced_value():
     hidden = Slotted()
 
     def g(x):
-        hidden.value = x * 2.0  # a __slots__ object: the search does not look inside it
+        hidden.value = x * 2.0  # a __slots__ object: searched too, and the slot emptied
         return x.sum()
-    tracer.trace(g, tracer.spec((2,)))
-    with pytest.raises(tracer.TraceError, match="escaped the trace"):
-        hidden.value + 1.0
+    with pytest.raises(tracer.TraceError, match=r"hidden\.value"):
+        tracer.trace(g, tracer.spec((2,)))
+    assert not hasattr(hidden, "value")
 
 
 def test_captured_tensors_become_parameters_and_constants_stay_inline():
