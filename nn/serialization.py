@@ -25,6 +25,12 @@ def _flatten(state, prefix: str, out: dict) -> None:
     if not isinstance(state, dict):
         raise TypeError(f"nn.save: expected a dict of arrays, got a {type(state).__name__}")
     for key, value in state.items():
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+            key = str(key)  # torch's optimizer state is keyed by parameter index; nn.load gives "0", "1", ...
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, dict) for v in value):
+            value = {str(i): v for i, v in enumerate(value)}  # a list of dicts (param_groups): keys "0", "1", ...
+        elif isinstance(value, (list, tuple)):
+            value = np.asarray(value)  # numbers (betas, a group's parameter ids); anything else is refused below
         if not isinstance(key, str) or not key or SEP in key or key == MARKER:
             raise ValueError(f"nn.save: key {prefix + str(key)!r} must be a non-empty string without {SEP!r}")
         name = prefix + key

@@ -292,8 +292,8 @@ def test_an_optimizer_on_the_gpu_saves_host_state_and_loads_it_back_onto_the_dev
     opt = optim.Adam([w], lr=0.1)
     opt.step([cp.asarray(np.full((2, 3), 0.5, "float32"))])
     saved = opt.state_dict()
-    assert all(isinstance(v, np.ndarray) for v in saved["state"]["0"].values())
-    nn.save({"opt": saved["state"]["0"]}, tmp_path / "opt.npz")  # savable, as the docstring says
+    assert all(isinstance(v, np.ndarray) for v in saved["state"][0].values())
+    nn.save({"opt": saved["state"][0]}, tmp_path / "opt.npz")  # savable, as the docstring says
     again = optim.Adam([w], lr=0.1)
     again.load_state_dict(saved)
     assert all(_on_gpu(v) for v in again.state[0].values())

@@ -1,5 +1,9 @@
-"""Optimizers, learning-rate schedules and gradient clipping."""
+"""Optimizers, learning-rate schedules (torch's as `optim.lr_scheduler`) and gradient clipping."""
+from . import lr_scheduler
+from .adam_family import Adamax, NAdam, RAdam
+from .adaptive import Adadelta, Adagrad, RMSprop
 from .optimizers import SGD, Adam, AdamW, Optimizer, clip_grad_norm
 from .schedules import LRSchedule, StepLR, WarmupCosine
 
-__all__ = ["SGD", "Adam", "AdamW", "LRSchedule", "Optimizer", "StepLR", "WarmupCosine", "clip_grad_norm"]
+__all__ = ["SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "LRSchedule", "NAdam", "Optimizer", "RAdam",
+           "RMSprop", "StepLR", "WarmupCosine", "clip_grad_norm", "lr_scheduler"]

@@ -44,4 +44,11 @@ def make_group(cls: str, group: Mapping, defaults: dict, where: str) -> tuple[di
     return out, names
 
 
-__all__ = ["is_group_list", "make_group", "named"]
+def refuse_differentiable(opt, differentiable: bool) -> None:
+    """torch's differentiable=True lets autograd see through the update; steps here are never differentiated."""
+    if differentiable:
+        raise NotImplementedError(f"{type(opt).__name__}: differentiable=True is not supported (optimizer steps "
+                                  "run outside autodiff)")
+
+
+__all__ = ["is_group_list", "make_group", "named", "refuse_differentiable"]

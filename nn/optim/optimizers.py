@@ -10,7 +10,8 @@ import numpy as np
 from tracer import Tensor
 from tracer.tensor import array_module_of
 
-from .groups import is_group_list, make_group
+from .groups import is_group_list, make_group, refuse_differentiable
+from .state import load_state_dict, state_dict
 
 
 def as_array(g, like=None):
@@ -42,6 +43,8 @@ class Optimizer(ABC):
     >>> w.numpy().tolist()
     [0.5, 0.0]
     """
+
+    counts_steps = True  # torch's state keeps each parameter's "step" (SGD's does not)
 
     def __init__(self, params, defaults: dict):
         cls = type(self).__name__
@@ -199,45 +202,14 @@ class Optimizer(ABC):
         t (the steps at which it had a gradient, this one included) and its group's options."""
 
     def state_dict(self) -> dict:
-        """{"lr", "step", "skipped", "state": {"<param index>": {name: array}}}: copies, savable with nn.save (NumPy
-        arrays, also for parameters on a GPU; load_state_dict puts them back on the parameters' device). "lr" is
-        one number, or one per group where the groups' rates differ; "skipped" counts each parameter's steps
-        without a gradient."""
-        state = {str(i): {k: v.copy() if isinstance(v, np.ndarray) else v.get() for k, v in s.items()}
-                 for i, s in enumerate(self.state)}
-        lrs = [g["lr"] for g in self.param_groups]
-        lr = lrs[0] if len(set(lrs)) == 1 else np.array(lrs, "float64")
-        return {"lr": lr, "step": self.step_count, "skipped": np.array(self.skipped, "int64"), "state": state}
+        """torch's layout: {"state": {param index: {"step", "exp_avg", ...}}, "param_groups": [{options,
+        "params": [indices]}]}, NumPy copies (also for GPU parameters); nn.save stores it. See nn/optim/state.py."""
+        return state_dict(self)
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Restore the learning rates, the step counts and the state arrays (other options come from the
-        constructor)."""
-        saved = state_dict.get("state", {})
-        problems = []
-        new_state: list[dict] = [{} for _ in self.params]
-        for key, entry in saved.items():
-            if not (str(key).isdigit() and int(key) < len(self.params)):
-                problems.append(f"state for parameter {key!r}, but there are {len(self.params)} parameters")
-                continue
-            p = self.params[int(key)]
-            for name, value in entry.items():
-                value = as_array(value, p._data)
-                if value.shape != p.shape:
-                    problems.append(f"{name} of parameter {key}: shape {tuple(value.shape)}, expected {p.shape}")
-                new_state[int(key)][name] = value.copy()
-        lr = np.asarray(state_dict["lr"], "float64").reshape(-1)
-        if lr.size not in (1, len(self.param_groups)):
-            problems.append(f"{lr.size} learning rates for {len(self.param_groups)} parameter groups")
-        skipped = np.asarray(state_dict.get("skipped", np.zeros(len(self.params))), "int64").reshape(-1)
-        if skipped.size != len(self.params):
-            problems.append(f"skipped-step counts for {skipped.size} parameters, but there are {len(self.params)}")
-        if problems:
-            raise ValueError(f"{type(self).__name__}.load_state_dict: " + "; ".join(problems))
-        for i, g in enumerate(self.param_groups):
-            g["lr"] = float(lr[i if lr.size > 1 else 0])
-        self.step_count = int(state_dict["step"])
-        self.skipped = [int(s) for s in skipped]
-        self.state = new_state
+        """Restore the options, per-parameter step counts and state from `state_dict()`'s output, its nn.load
+        round trip, or a real torch optimizer's state dict with tensors turned into NumPy arrays."""
+        load_state_dict(self, state_dict)
 
 
 def _check_nonnegative(opt, where: str, **values) -> None:
@@ -250,14 +222,18 @@ class SGD(Optimizer):
     """Stochastic gradient descent with optional momentum (torch.optim.SGD's rule):
 
     g += weight_decay * p;  buf = momentum * buf + (1 - dampening) * g  (buf = g at the first step);
-    g = g + momentum * buf if nesterov else buf;  p -= lr * g
+    g = g + momentum * buf if nesterov else buf;  p -= lr * g   (g = -g first with maximize=True)
     """
 
+    counts_steps = False
+
     # DESIGN.md's positional order (momentum, weight_decay, nesterov); torch's dampening comes by keyword
-    def __init__(self, params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
-                 *, dampening: float = 0.0):
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0,
+                 nesterov: bool = False, *, dampening: float = 0.0, maximize: bool = False, foreach=None,
+                 differentiable: bool = False, fused=None):
+        refuse_differentiable(self, differentiable)  # foreach/fused pick torch kernels: one implementation here
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov))
+                                      nesterov=nesterov, maximize=maximize))
 
     def _check_options(self, group, where):
         _check_nonnegative(self, where, lr=group["lr"], momentum=group["momentum"], weight_decay=group["weight_decay"])
@@ -267,6 +243,8 @@ class SGD(Optimizer):
 
     def _update(self, p, g, state, t, group):
         momentum, weight_decay = group["momentum"], group["weight_decay"]
+        if group["maximize"]:
+            g = -g
         if weight_decay:
             g = g + weight_decay * p
         if momentum:
@@ -282,12 +260,16 @@ class SGD(Optimizer):
 
 class Adam(Optimizer):
     """Adam (torch.optim.Adam's rule): g += weight_decay * p; m, v moving averages of g and g*g;
-    p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps), t the parameter's own step count."""
+    p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps), t the parameter's own step count.
+    amsgrad uses the running maximum of v (state "max_exp_avg_sq"); maximize negates g first;
+    decoupled_weight_decay=True is AdamW's decay."""
 
-    decoupled = False
-
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+                 amsgrad: bool = False, *, foreach=None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused=None, decoupled_weight_decay: bool = False):
+        refuse_differentiable(self, differentiable)  # foreach/fused/capturable pick torch kernels, no numbers
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize, decoupled_weight_decay=decoupled_weight_decay))
 
     def _check_options(self, group, where):
         _check_nonnegative(self, where, lr=group["lr"], eps=group["eps"], weight_decay=group["weight_decay"])
@@ -300,13 +282,17 @@ class Adam(Optimizer):
     def _update(self, p, g, state, t, group):
         beta1, beta2 = group["betas"]
         lr, weight_decay = group["lr"], group["weight_decay"]
-        if weight_decay and self.decoupled:
+        if group["maximize"]:
+            g = -g
+        if weight_decay and group["decoupled_weight_decay"]:
             p *= 1 - lr * weight_decay
         elif weight_decay:
             g = g + weight_decay * p
         if not state:
             xp = array_module_of(p)
             state["exp_avg"], state["exp_avg_sq"] = xp.zeros_like(p), xp.zeros_like(p)
+        if group["amsgrad"] and "max_exp_avg_sq" not in state:
+            state["max_exp_avg_sq"] = array_module_of(p).zeros_like(p)
         m, v = state["exp_avg"], state["exp_avg_sq"]
         xp = array_module_of(p)
         s, denom = self._temp(p), self._temp(p, 1)  # the same operations in the same order, into scratch
@@ -318,6 +304,8 @@ class Adam(Optimizer):
         s *= g
         v += s  # v += (1 - beta2) * g * g
         step_size = lr / (1 - beta1 ** t)
+        if group["amsgrad"]:
+            v = xp.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
         denom = xp.sqrt(v, out=denom)
         denom /= math.sqrt(1 - beta2 ** t)
         denom += group["eps"]  # v ** 0.5 / sqrt(1 - beta2 ** t) + eps
@@ -329,10 +317,11 @@ class Adam(Optimizer):
 class AdamW(Adam):
     """Adam with decoupled weight decay (torch.optim.AdamW's rule): p *= 1 - lr * weight_decay, then Adam."""
 
-    decoupled = True
-
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.01):
-        super().__init__(params, lr, betas, eps, weight_decay)
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.01,
+                 amsgrad: bool = False, *, maximize: bool = False, foreach=None, capturable: bool = False,
+                 differentiable: bool = False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         differentiable=differentiable, decoupled_weight_decay=True)
 
 
 def clip_grad_norm(grads, max_norm: float):

@@ -1,10 +1,13 @@
-"""Learning-rate schedules: each sets `optimizer.lr` from its own step count."""
+"""Learning-rate schedules: each sets `optimizer.lr` from its own step count. torch's schedulers are in
+nn.optim.lr_scheduler; StepLR is re-exported from there (it used to live here)."""
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
 
 import numpy as np
+
+from .lr_scheduler import StepLR
 
 
 class LRSchedule(ABC):
@@ -66,26 +69,6 @@ class LRSchedule(ABC):
                              f"{len(self.base_lrs)} parameter groups")
         self.base_lrs, self.base_lr, self.last_step = bases, bases[0], int(state["last_step"])
         self._apply()
-
-
-class StepLR(LRSchedule):
-    """lr = base_lr * gamma ** (t // step_size), as torch.optim.lr_scheduler.StepLR.
-
-    >>> from types import SimpleNamespace
-    >>> opt = SimpleNamespace(lr=1.0)
-    >>> s = StepLR(opt, step_size=2, gamma=0.5)
-    >>> [s.step() or opt.lr for _ in range(4)]
-    [1.0, 0.5, 0.5, 0.25]
-    """
-
-    def __init__(self, optimizer, step_size: int, gamma: float = 0.1):
-        if step_size < 1:
-            raise ValueError(f"StepLR: step_size must be >= 1, got {step_size}")
-        self.step_size, self.gamma = step_size, gamma
-        super().__init__(optimizer)
-
-    def lr_at(self, t: int) -> float:
-        return self.base_lr * self.gamma ** (t // self.step_size)
 
 
 class WarmupCosine(LRSchedule):
