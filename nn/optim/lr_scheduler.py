@@ -84,6 +84,7 @@ class LRScheduler:
             self._is_initial = False
 
     def get_lr(self) -> list[float]:
+        """Each group's rate for `last_epoch` (called by step(); read rates with get_last_lr())."""
         raise NotImplementedError
 
     def get_last_lr(self) -> list[float]:
@@ -91,6 +92,7 @@ class LRScheduler:
         return self._last_lr
 
     def step(self, epoch=None) -> None:
+        """Advance one epoch (or iteration) and set every group's "lr"; step(epoch) is torch's deprecated form."""
         self._step_count += 1
         if epoch is not None:
             warnings.warn("scheduler.step(epoch) is deprecated in torch; the closed form is used", UserWarning,
@@ -114,6 +116,7 @@ class LRScheduler:
                 if k not in _UNSAVED and v is not None and not isinstance(v, str) and not callable(v)}
 
     def load_state_dict(self, state_dict: Mapping) -> None:
+        """Restore from state_dict() (or its nn.load form, or torch's scheduler state dict)."""
         for k, v in state_dict.items():
             if k not in _UNSAVED and v is not None:
                 setattr(self, k, _restore(getattr(self, k, None), v))
