@@ -1,8 +1,9 @@
 """Models as Python classes: Module, Parameter, layers, losses, functional, init, optim, saving, data."""
-from . import data, distributed, functional, init, optim
+from . import data, distributed, functional, init, optim, safetensors
 from .activations import ELU, GELU, LeakyReLU, LogSoftmax, Mish, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
 from .attention import MultiheadAttention
 from .checkpoint import checkpoint_sequential
+from .checkpoint_errors import CheckpointError, UnsafeCheckpointError
 from .layers import (
     AvgPool2d,
     Conv1d,
@@ -43,5 +44,6 @@ __all__ = [
     "SmoothL1Loss",
     "BatchNorm1d", "BatchNorm2d", "GroupNorm",
     "Module", "Parameter", "StateDictError",
-    "checkpoint_sequential", "data", "distributed", "functional", "init", "load", "optim", "save",
+    "CheckpointError", "UnsafeCheckpointError",
+    "checkpoint_sequential", "data", "distributed", "functional", "init", "load", "optim", "safetensors", "save",
 ]
