@@ -17,6 +17,8 @@ from tracer.torch_methods import torch_names
 
 from . import pooling as _pooling
 from .activations import elu, leaky_relu, mish, softplus  # noqa: F401  (re-exported as F.elu, ...)
+from .activations_functional import *  # noqa: F401,F403  (hardtanh, relu6, selu, glu, softmin, ...)
+from .activations_functional import __all__ as _activations
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -287,4 +289,4 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
 __all__ = ["avg_pool2d", "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv2d", "cross_entropy",
            "dropout", "elu", "gelu", "huber_loss", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear",
            "log_softmax", "logsigmoid", "max_pool2d", "mish", "mse_loss", "nll_loss", "one_hot", "relu", "sigmoid",
-           "silu", "smooth_l1_loss", "softmax", "softplus", "tanh"]
+           "silu", "smooth_l1_loss", "softmax", "softplus", "tanh"] + _activations

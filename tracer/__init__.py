@@ -3,13 +3,16 @@ import numpy as np
 
 from ir.types import check_dtype
 
+from . import bitwise as _bitwise
 from . import create as _create
 from . import device as _device
 from . import inplace as _inplace
 from . import math as _math
 from . import nn_functions as _nn_functions
 from . import shape as _shape
+from . import special_math as _special_math
 from . import torch_methods as _torch_methods
+from .bitwise import *  # noqa: F401,F403
 from .create import *  # noqa: F401,F403
 from .device import device
 from .math import (
@@ -49,6 +52,7 @@ from .math import (
 from .nn_functions import *  # noqa: F401,F403  (each module lists its public names in __all__)
 from .rng import manual_seed
 from .shape import *  # noqa: F401,F403
+from .special_math import *  # noqa: F401,F403
 from .tensor import Tensor, TraceError, dtype_name
 from .torch_methods import *  # noqa: F401,F403
 from .trace import Spec, Traced, checkpoint, guard, spec, trace, trace_function, unflatten_output
@@ -83,7 +87,8 @@ def from_numpy(array) -> Tensor:
 
 def _install_methods():
     tables = (_math.OPERATORS, _math.METHODS, _inplace.METHODS, _shape.OPERATORS, _shape.METHODS,
-              _nn_functions.METHODS, _torch_methods.OPERATORS, _torch_methods.METHODS)
+              _nn_functions.METHODS, _torch_methods.OPERATORS, _torch_methods.METHODS, _bitwise.OPERATORS,
+              _bitwise.METHODS, _special_math.METHODS)
     for table in tables:
         for name, fn in table.items():
             setattr(Tensor, name, fn)
@@ -91,13 +96,13 @@ def _install_methods():
 
 _install_methods()
 
-__all__ = _shape.__all__ + _nn_functions.__all__ + _create.__all__ + _torch_methods.__all__ + [
+__all__ = _shape.__all__ + _nn_functions.__all__ + _create.__all__ + _torch_methods.__all__ + _bitwise.__all__ + [
     "Spec", "Tensor", "TraceError", "Traced", "abs", "device", "add", "astype", "checkpoint", "cos", "divide", "equal",
     "from_numpy", "guard", "manual_seed",
     "exp", "gelu", "greater", "greater_equal", "less", "less_equal", "log", "maximum", "minimum", "multiply",
     "negative", "not_equal", "power", "relu", "rsqrt", "sigmoid", "silu", "sin", "spec", "sqrt", "stop_gradient",
     "floor_divide", "log_sigmoid", "remainder",
     "subtract", "tanh", "tensor", "trace", "trace_function", "unflatten_output", "where",
-]
+] + [n for n in _special_math.__all__ if n not in _torch_methods.__all__]
 
 _torch_methods.adopt_torch_names(Tensor, globals(), __all__)  # dim=/keepdim= beside axis=/keepdims=

@@ -12,6 +12,7 @@ from . import math as _m
 from . import shape as _shape
 from .device import CPU, device, device_of, is_device, move, parse, place, tensor_device
 from .math import as_tensor, astype, greater, not_equal, stop_gradient
+from .special_math import div, square
 from .tensor import Tensor, active_trace, apply, array_module_of, dtype_name, to_expr
 
 _device = device  # `to` and `cuda` take an argument named device, as torch's
@@ -175,15 +176,6 @@ def _mm(fn: str, ndim: int):
     return mm
 
 
-def div(x, other, *, rounding_mode: str | None = None) -> Tensor:
-    """x / other; rounding_mode="floor" is floor division (//). "trunc" is not supported."""
-    if rounding_mode is None:
-        return _m.divide(x, other)
-    if rounding_mode == "floor":
-        return _m.floor_divide(x, other)
-    raise ValueError(f"div: rounding_mode must be None or 'floor', got {rounding_mode!r}")
-
-
 def add(x, other, *, alpha=1) -> Tensor:
     """x + alpha * other (torch's add)."""
     return _m.add(x, other if alpha == 1 else _m.multiply(other, alpha))
@@ -258,11 +250,10 @@ _ALIASES = {
     "add": add, "sub": sub, "subtract": sub, "mul": _m.multiply, "multiply": _m.multiply,
     "div": div, "divide": div, "true_divide": _m.divide, "neg": _m.negative, "negative": _m.negative,
     "eq": _m.equal, "ne": _m.not_equal, "lt": _m.less, "le": _m.less_equal, "gt": _m.greater, "ge": _m.greater_equal,
-    "square": lambda x: _m.multiply(x, x), "t": _t, "mm": _mm("mm", 2), "bmm": _mm("bmm", 3), "any": _any,
+    "square": square, "t": _t, "mm": _mm("mm", 2), "bmm": _mm("bmm", 3), "any": _any,
     "all": _all, "type_as": type_as, "new_zeros": new_zeros, "new_ones": new_ones, "new_full": new_full,
     "new_tensor": new_tensor, "amax": _amax, "amin": _amin,
 }
-_ALIASES["square"].__name__ = "square"
 
 
 OPERATORS = {"mT": property(_mT), "device": property(_device_property), "is_cuda": property(_is_cuda)}

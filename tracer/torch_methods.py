@@ -19,8 +19,6 @@ from .math import (
     as_tensor,
     astype,
     equal,
-    greater,
-    less,
     maximum,
     minimum,
     negative,
@@ -30,6 +28,7 @@ from .math import (
     where,
 )
 from .setitem import setitem
+from .special_math import clamp
 from .tensor import Tensor, apply
 
 # ---------------------------------------------------------------- spellings
@@ -186,24 +185,6 @@ def chunk(x, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 
 
 # ---------------------------------------------------------------- value methods
-
-
-def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 (torch's names)
-    """Values limited to [min, max] (either may be None, or a tensor); the gradient is 1 inside the range,
-    bounds included, as torch's. NaN stays NaN.
-
-    >>> import tracer
-    >>> tracer.tensor([-2.0, 0.5, 3.0]).clamp(0, 1).numpy().tolist()
-    [0.0, 0.5, 1.0]
-    """
-    if min is None and max is None:
-        raise TypeError("clamp: at least one of min and max must not be None")
-    y = as_tensor(x)
-    if min is not None:
-        y = where(less(y, min), min, y)
-    if max is not None:
-        y = where(greater(y, max), max, y)
-    return y
 
 
 def masked_fill(x, mask, value) -> Tensor:

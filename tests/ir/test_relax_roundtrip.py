@@ -33,7 +33,6 @@ TVM_WRONG = {
     "avg_pool2d_ceil_include_pad": "avg_pool2d's gradient with ceil_mode=True is off (0.03 from finite differences)",
     "where": "where's gradient is not summed back to a broadcast operand's shape",
     "where_cond_broadcast": "where's gradient is not summed back to a broadcast operand's shape",
-    "clamp_min_tensor": "maximum's gradient is not summed back to a broadcast operand's shape",
     "cumsum_exclusive_axis0": "cumsum's gradient ignores exclusive=True",
     "cumsum_exclusive_flat": "cumsum's gradient ignores exclusive=True",
     "index_tensor_2d": "take_backward legalizes only 1-d indices",

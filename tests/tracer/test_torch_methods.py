@@ -112,7 +112,7 @@ def test_clone_is_independent_eager_and_traced():
     (lambda x: x.norm(p="nuc"), ValueError, "p must be a number or 'fro'"),
     (lambda x: x.t(), ValueError, r"t: expects a tensor of at most 2 dimensions, got shape \(2, 3, 4\)"),
     (lambda x: x.mm(x), ValueError, r"mm: expects two 2-D tensors, got shapes \(2, 3, 4\) and \(2, 3, 4\)"),
-    (lambda x: x.div(2, rounding_mode="trunc"), ValueError, "rounding_mode must be None or 'floor'"),
+    (lambda x: x.div(2, rounding_mode="round"), ValueError, "rounding_mode must be None, .trunc. or .floor."),
 ])
 def test_method_errors_name_the_method(call, error, match):
     with pytest.raises(error, match=match):
