@@ -61,9 +61,11 @@ def hardswish(input, inplace: bool = False) -> Tensor:  # noqa: A002
 
 
 def _elu(x: Tensor, alpha: float, scale: float, input_scale: float) -> Tensor:
-    # exp sees min(x, 0), so a large positive x never overflows into the unused branch's gradient
-    negative = (tracer.exp(tracer.minimum(x, 0.0) * input_scale) - 1.0) * (alpha * scale)
-    return tracer.where(x > 0, x * scale, negative)
+    # exp sees 0 where x > 0, so a large positive x never overflows into the unused branch's gradient; a select,
+    # not minimum(x, 0), whose tie at 0 would halve the slope there (torch takes the negative branch's at 0)
+    positive = x > 0
+    negative = (tracer.exp(tracer.where(positive, 0.0, x) * input_scale) - 1.0) * (alpha * scale)
+    return tracer.where(positive, x * scale, negative)
 
 
 def selu(input, inplace: bool = False) -> Tensor:  # noqa: A002

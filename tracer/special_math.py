@@ -12,7 +12,7 @@ import numpy as np
 from .bitwise import bitwise_and, bitwise_or
 from .inplace import _checked_kind
 from .math import abs as _abs
-from .math import as_tensor, astype, divide, equal, floor_divide, promote
+from .math import as_tensor, astype, divide, equal, floor_divide, greater_equal, promote
 from .math import less as _less
 from .math import less_equal as _less_equal
 from .math import log as _log
@@ -78,8 +78,8 @@ def fmod(input, other) -> Tensor:  # noqa: A002
 
 
 def heaviside(input, values) -> Tensor:  # noqa: A002
-    """0 where input < 0, `values` where input == 0, 1 where input > 0; no gradient (as torch's). Both must
-    have one dtype, as torch requires."""
+    """0 where input < 0 (or NaN), `values` where input == 0, 1 where input > 0. Both must have one dtype, as
+    torch requires. The gradient reaches `values` where input == 0 (torch has none for heaviside)."""
     x, v = as_tensor(input), as_tensor(values)
     if x.dtype != v.dtype:
         raise TypeError(f"heaviside: input ({x.dtype}) and values ({v.dtype}) must have the same dtype, as in torch")
@@ -197,10 +197,14 @@ def logit(input, eps: float | None = None) -> Tensor:  # noqa: A002
     """log(p / (1 - p)), with p clamped to [eps, 1 - eps] when eps is given (gradient 0 outside, as torch's).
 
     Written log(p) - log1p(-p): its gradient 1/p + 1/(1 - p) is inf at both ends, as torch's, where
-    differentiating log(p / (1 - p)) would give 0/0 at p = 1."""
+    differentiating log(p / (1 - p)) would give 0/0 at p = 1. Outside [0, 1] value and gradient are NaN, as
+    torch's: p is multiplied by a constant 1 inside, NaN (0 / 0) outside."""
     p = _floating(as_tensor(input))
     if eps is not None:
         p = clamp(p, eps, 1.0 - eps)
+    else:
+        inside = astype(bitwise_and(greater_equal(p, 0.0), _less_equal(p, 1.0)), p.dtype)
+        p = p * divide(inside, inside)
     return _log(p) - log1p(-p)
 
 

@@ -92,6 +92,14 @@ def mod_vjp(b, call, out, g):
     return [g, b.call("negative", b.call("multiply", g, b.call("trunc", b.call("divide", x1, x2))))]
 
 
+@register_vjp("heaviside")
+def heaviside_vjp(b, call, out, g):
+    """Forward: y = values where x == 0, else [x > 0]
+    Backward: dx = none (piecewise constant), dvalues = g * [x == 0]  (torch refuses to differentiate it)"""
+    x = call.args[0]
+    return [None, b.call("where", b.call("equal", x, _c(0.0, x)), g, _c(0.0, out))]
+
+
 @register_vjp("clamp")
 def clamp_vjp(b, call, out, g):
     """Forward: y = minimum(maximum(x, lo), hi)

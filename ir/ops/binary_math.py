@@ -8,6 +8,7 @@ Primitives rather than composites, each for its values or its gradient:
 - log_add_exp (Relax's name): log(exp(a) + exp(b)) overflows; the kernel is NumPy's logaddexp;
 - xlogy: 0 * log(0) = 0 needs a select whose other branch, 0 * log(y), would make the gradient NaN;
 - mod (Relax's truncating mod, C's fmod; floor_mod is Python's %);
+- heaviside: NumPy's gives NaN at NaN where torch's gives 0, and its gradient reaches `values` at x == 0;
 - clamp(x, min, max): torch routes the gradient among the three by its own rule (see its VJP), which no
   composition of where/maximum reproduces at ties and when min > max.
 """
@@ -55,8 +56,9 @@ _binary("xlogy", _xlogy)
 _binary("fmin", lambda xp, a, b: xp.fmin(a, b), check=None)
 _binary("fmax", lambda xp, a, b: xp.fmax(a, b), check=None)
 _binary("mod", _mod, check=require_numeric)
-_binary("heaviside", lambda xp, x, v: xp.heaviside(x, v), check=require_numeric, differentiable=False,
-        inputs=("x", "values"))  # torch has no derivative for heaviside either
+# values where x == 0, else x > 0 (so NaN gives 0, as torch's; NumPy's heaviside gives NaN)
+_binary("heaviside", lambda xp, x, v: xp.where(x == 0, v, (x > 0).astype(x.dtype)), check=require_numeric,
+        inputs=("x", "values"))
 # min(max(x, min), max): NaN anywhere gives NaN, and min > max gives max, as torch's clamp
 _binary("clamp", lambda xp, x, lo, hi: xp.minimum(xp.maximum(x, lo), hi), check=require_numeric,
         inputs=("x", "min", "max"))

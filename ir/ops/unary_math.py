@@ -50,7 +50,10 @@ def _infer_sign(op, types):
 
 
 def _sign(xp, x):
-    return x.copy() if x.dtype == bool else xp.sign(x)
+    # (x > 0) - (x < 0): NaN gives 0, as torch's sign and TVM's (NumPy's sign gives NaN)
+    if x.dtype == bool:
+        return x.copy()
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
 
 
 def _round(xp, x, decimals):

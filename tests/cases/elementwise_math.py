@@ -89,7 +89,8 @@ halves = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997, -3.7, 3.7, nan, 
 ints = np.array([-7, 0, 3, 2**40], "int64")
 CASES += [
     OpCase("sign", T.sign, np.sign, [rand(3, 4)], ("sign",)),
-    OpCase("sign_edges", T.sign, np.sign, [np.array([0.0, -0.0, nan, -inf, 2.0], f32)], ("sign",), grad=False),
+    OpCase("sign_edges", T.sign, lambda a: np.nan_to_num(np.sign(a)) + 0.0,  # NaN's sign is 0, as torch's
+           [np.array([0.0, -0.0, nan, -inf, 2.0], f32)], ("sign",), grad=False),
     OpCase("sign_int_bool", lambda i, b: (T.sign(i), T.sgn(b)), lambda i, b: (np.sign(i), b),
            [np.array([-3, 0, 5], "int32"), np.array([True, False])], ("sign",), grad=False),
     OpCase("round", T.round, np.round, [rand(3, 4, low=-3, high=3)], ("round",)),
@@ -151,9 +152,10 @@ CASES += [
            ("mod",)),
     OpCase("fmod_int", T.fmod, np.fmod, [np.array([7, -7, 7, -7, 0], "int32"), np.array([3, 3, -3, -3, 5], "int32")],
            ("mod",), grad=False),
-    OpCase("heaviside", T.heaviside, np.heaviside, [np.array([-1.0, 0.0, 2.0, 0.0, nan], f32),
-                                                    np.array([0.5, 0.5, 0.5, -1.0, 0.5], f32)],
-           ("heaviside",), grad=False),
+    OpCase("heaviside_edges", T.heaviside, lambda x, w: np.where(x == 0, w, (x > 0).astype(x.dtype)),
+           [np.array([-1.0, 0.0, 2.0, -0.0, nan], f32), np.array([0.5, 0.5, 0.5, -1.0, 0.5], f32)], ("heaviside",),
+           grad=False),
+    OpCase("heaviside", T.heaviside, np.heaviside, [a34, rand(4, seed=3)], ("heaviside",)),  # dvalues: 0 off x == 0
     OpCase("clamp_tensor_bounds", lambda x, lo, hi: T.clamp(x, lo, hi),
            lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), [a34, rand(4, low=-1.5, high=-0.5, seed=8),
                                                                rand(3, 1, low=0.3, high=1.2, seed=9)], ("clamp",)),
