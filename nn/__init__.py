@@ -1,5 +1,5 @@
 """Models as Python classes: Module, Parameter, layers, losses, functional, init, optim, saving, data."""
-from . import data, distributed, functional, init, optim, safetensors
+from . import data, distributed, functional, init, optim, param_vector, safetensors
 from .activations import ELU, GELU, LeakyReLU, LogSoftmax, Mish, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
 from .attention import MultiheadAttention
 from .checkpoint import checkpoint_sequential
@@ -45,5 +45,6 @@ __all__ = [
     "BatchNorm1d", "BatchNorm2d", "GroupNorm",
     "Module", "Parameter", "StateDictError",
     "CheckpointError", "UnsafeCheckpointError",
-    "checkpoint_sequential", "data", "distributed", "functional", "init", "load", "optim", "safetensors", "save",
+    "checkpoint_sequential", "data", "distributed", "functional", "init", "load", "optim", "param_vector",
+    "safetensors", "save",
 ]
