@@ -116,7 +116,7 @@ ROWS = [
      True),
     ("relu6", lambda m, F, x: F.relu6(x), [v(-1.0, 0.0, 3.0, 6.0, 7.0)], True),
     ("selu_celu", lambda m, F, x: F.selu(x) * 2 + F.celu(x, 2.0) * 3, [v(-3.0, -0.5, 0.0, 0.5, 50.0)], True),
-    ("elu", lambda m, F, x: F.elu(x, 0.7), [v(-3.0, -0.5, 0.5, 50.0)], True),
+    ("elu", lambda m, F, x: F.elu(x, 0.7), [v(-3.0, -0.5, 0.0, 0.5, 50.0)], True),
     ("softsign_tanhshrink", lambda m, F, x: F.softsign(x) + F.tanhshrink(x) * 2, [v(-3.0, -0.5, 0.0, 0.5, 4.0)], True),
     ("softplus", lambda m, F, x: F.softplus(x, 2.0, 1.0) + F.softplus(x), [v(-30.0, -0.5, 0.0, 0.5, 0.6, 30.0)], True),
     ("mish_logsigmoid", lambda m, F, x: F.mish(x) + F.logsigmoid(x) * 2, [v(-30.0, -0.5, 0.0, 0.5, 30.0)], True),
