@@ -6,15 +6,21 @@ from ir.types import check_dtype
 from . import bitwise as _bitwise
 from . import create as _create
 from . import device as _device
+from . import index_ops as _index_ops
 from . import inplace as _inplace
+from . import linalg  # noqa: F401  (tracer.linalg: torch.linalg's spellings)
 from . import math as _math
 from . import nn_functions as _nn_functions
+from . import products as _products
 from . import shape as _shape
+from . import sort_ops as _sort_ops
 from . import special_math as _special_math
 from . import torch_methods as _torch_methods
+from . import view_ops as _view_ops
 from .bitwise import *  # noqa: F401,F403
 from .create import *  # noqa: F401,F403
 from .device import device
+from .index_ops import *  # noqa: F401,F403
 from .math import (
     abs,
     add,
@@ -50,12 +56,15 @@ from .math import (
     where,
 )
 from .nn_functions import *  # noqa: F401,F403  (each module lists its public names in __all__)
+from .products import *  # noqa: F401,F403
 from .rng import manual_seed
 from .shape import *  # noqa: F401,F403
+from .sort_ops import *  # noqa: F401,F403
 from .special_math import *  # noqa: F401,F403
 from .tensor import Tensor, TraceError, dtype_name
 from .torch_methods import *  # noqa: F401,F403
 from .trace import Spec, Traced, checkpoint, guard, spec, trace, trace_function, unflatten_output
+from .view_ops import *  # noqa: F401,F403
 
 
 def tensor(data, dtype=None, device=None) -> Tensor:
@@ -95,6 +104,9 @@ def _install_methods():
 
 
 _install_methods()
+for _table in (_index_ops.METHODS, _sort_ops.METHODS, _view_ops.METHODS, _products.METHODS):  # issue 22's families
+    for _name, _fn in _table.items():
+        setattr(Tensor, _name, _fn)
 
 __all__ = _shape.__all__ + _nn_functions.__all__ + _create.__all__ + _torch_methods.__all__ + _bitwise.__all__ + [
     "Spec", "Tensor", "TraceError", "Traced", "abs", "device", "add", "astype", "checkpoint", "cos", "divide", "equal",
@@ -104,5 +116,6 @@ __all__ = _shape.__all__ + _nn_functions.__all__ + _create.__all__ + _torch_meth
     "floor_divide", "log_sigmoid", "remainder",
     "subtract", "tanh", "tensor", "trace", "trace_function", "unflatten_output", "where",
 ] + [n for n in _special_math.__all__ if n not in _torch_methods.__all__]
+__all__ += _index_ops.__all__ + _sort_ops.__all__ + _view_ops.__all__ + _products.__all__
 
 _torch_methods.adopt_torch_names(Tensor, globals(), __all__)  # dim=/keepdim= beside axis=/keepdims=

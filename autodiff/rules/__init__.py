@@ -4,6 +4,7 @@ from . import (  # noqa: F401
     conv,
     create,
     elementwise,
+    index,
     linalg,
     manipulate,
     markers,

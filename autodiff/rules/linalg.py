@@ -1,6 +1,10 @@
 """VJP rules of the linalg family."""
 from __future__ import annotations
 
+import ir
+from ir import Tuple
+from ir.ops.linalg import parse_subscripts
+
 from .registry import register_vjp
 
 
@@ -29,3 +33,25 @@ def matmul_vjp(b, call, out, g):
     if x2.type.ndim == 1:
         dc = b.call("reshape", dc, shape=dc.type.shape[:-2] + (k,))
     return [da, dc]
+
+
+@register_vjp("einsum")
+def einsum_vjp(b, call, out, g):
+    """Forward: y = einsum(subscripts, x_1, ..., x_n)
+    Backward: dx_i = einsum(g and the other operands -> x_i's letters), broadcast along letters only x_i has"""
+    operands = list(call.args[0].fields) if isinstance(call.args[0], Tuple) else \
+        [b.get_item(call.args[0], i) for i in range(len(call.args[0].type.fields))]
+    ins, out_sub = parse_subscripts(ir.get_op("einsum"), call.attrs["subscripts"])
+    grads = []
+    for i, (x, sub) in enumerate(zip(operands, ins, strict=True)):
+        others = [(g, out_sub)] + [(operands[j], ins[j]) for j in range(len(ins)) if j != i]
+        seen = set("".join(s for _, s in others))
+        keep = "".join(c for c in sub if c in seen)
+        eq = ",".join(s for _, s in others) + "->" + keep
+        dx = b.call("einsum", [v for v, _ in others], subscripts=eq)
+        if keep != sub:  # letters only x_i has were summed away: each of their entries gets the same gradient
+            dx = b.call("reshape", dx, shape=tuple(d if c in seen else 1 for c, d in zip(sub, x.type.shape,
+                                                                                         strict=True)))
+            dx = b.call("broadcast_to", dx, shape=x.type.shape)
+        grads.append(dx)
+    return [grads]

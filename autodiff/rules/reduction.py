@@ -79,3 +79,31 @@ def min_vjp(b, call, out, g):
     """Forward: y = min(x, axis)
     Backward: dx = g * hit / count(hit), hit = (x == y) or both NaN  (ties and NaNs split evenly)"""
     return _extremum_vjp(b, call, out, g)
+
+
+@register_vjp("prod")
+def prod_vjp(b, call, out, g):
+    """Forward: y = prod(x, axis)
+    Backward: dx_j = g * (product of the other x_k): exclusive cumprods from both ends (exact with zeros in x)"""
+    x = call.args[0]
+    shape, axes = x.type.shape, _axes(call)
+    kept = [i for i in range(len(shape)) if i not in axes]
+    perm = kept + list(axes)
+    moved = b.call("permute_dims", x, axes=perm) if perm != list(range(len(shape))) else x
+    lead = tuple(shape[i] for i in kept)
+    flat = b.call("reshape", moved, shape=lead + (math.prod(shape[a] for a in axes),))
+    last = len(lead)
+    n = flat.type.shape[last]
+
+    def reverse(v):
+        return b.call("strided_slice", v, axes=[last], begin=[n - 1 if n else 0], end=[-1 if n else 0],
+                      strides=[-1 if n else 1])
+    before = b.call("cumprod", flat, axis=last, exclusive=True)
+    after = reverse(b.call("cumprod", reverse(flat), axis=last, exclusive=True))
+    others = b.call("reshape", b.call("multiply", before, after), shape=moved.type.shape)
+    if perm != list(range(len(shape))):
+        inverse = [0] * len(perm)
+        for i, p in enumerate(perm):
+            inverse[p] = i
+        others = b.call("permute_dims", others, axes=inverse)
+    return [b.call("multiply", others, _keepdims(b, call, g))]

@@ -6,6 +6,7 @@ from . import (  # noqa: F401
     create,
     elementwise,
     fused,
+    index,
     linalg,
     manipulate,
     markers,
@@ -13,6 +14,7 @@ from . import (  # noqa: F401
     random,
     reduction,
     scan,
+    sort,
     unary_math,
     update,
 )

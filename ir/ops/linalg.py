@@ -1,9 +1,9 @@
-"""Linear algebra: matmul with NumPy's semantics (1-D operands, batched and broadcast batch dims)."""
+"""Linear algebra: matmul with NumPy's semantics (1-D operands, batched and broadcast batch dims), einsum."""
 from __future__ import annotations
 
 from ..types import TensorType
 from .common import same_dtype
-from .registry import declare, tensor_arg
+from .registry import Attr, declare, tensor_arg
 
 
 def _infer_matmul(op, types):
@@ -31,3 +31,50 @@ def _infer_matmul(op, types):
 
 declare("matmul", ("x1", "x2"), infer=_infer_matmul, kernel=lambda xp, a, b: xp.matmul(a, b),
         fixed={"out_dtype": ("void", "")})
+
+
+# ---------------------------------------------------------------- einsum
+
+
+def parse_subscripts(op, subscripts: str) -> tuple[list[str], str]:
+    """The operand subscripts and the output subscript of a normalized equation ("ab,bc->ac": explicit
+    output, letters only; tracer.einsum writes torch's implicit and ellipsis forms this way)."""
+    if subscripts.count("->") != 1:
+        raise op.error(f"subscripts {subscripts!r} must have one '->' (tracer.einsum adds the implicit output)")
+    lhs, out = subscripts.replace(" ", "").split("->")
+    ins = lhs.split(",")
+    for s in ins + [out]:
+        if not all(c.isalpha() for c in s):
+            raise op.error(f"subscripts {subscripts!r}: only letters may label axes here ('...' is expanded by "
+                           "tracer.einsum)")
+    return ins, out
+
+
+def _infer_einsum(op, types, subscripts):
+    ins, out = parse_subscripts(op, subscripts)
+    if len(ins) != len(types):
+        raise op.error(f"subscripts {subscripts!r} name {len(ins)} operand(s), got {len(types)}")
+    sizes: dict[str, tuple[int, int]] = {}
+    for i, (s, t) in enumerate(zip(ins, types, strict=True)):
+        t = tensor_arg(op, types, i)
+        if len(s) != t.ndim:
+            raise op.error(f"operand {i} of shape {t.shape} has {t.ndim} dimension(s) but subscript {s!r} "
+                           f"names {len(s)}")
+        if len(set(s)) != len(s):
+            raise op.error(f"subscript {s!r} of operand {i} repeats a letter (tracer.einsum takes the diagonal "
+                           "first)")
+        for c, d in zip(s, t.shape, strict=True):
+            if c in sizes and sizes[c][0] != d:
+                raise op.error(f"letter {c!r} is {sizes[c][0]} in operand {sizes[c][1]} (shape "
+                               f"{types[sizes[c][1]].shape}) but {d} in operand {i} (shape {t.shape})")
+            sizes.setdefault(c, (d, i))
+    if len(set(out)) != len(out) or any(c not in sizes for c in out):
+        raise op.error(f"output subscript {out!r} must name distinct letters of the operands {ins}")
+    return TensorType(tuple(sizes[c][0] for c in out), same_dtype(op, types))
+
+
+# Relax's R.einsum(operands, subscripts). A primitive, not lowered to matmul/permute/sum: xp.einsum with
+# optimize=True contracts pairwise through BLAS (tensordot) on NumPy and cuTENSOR/cuBLAS on CuPy, and the VJP
+# of each operand is one more einsum (of g and the other operands), so any order of derivative stays einsum.
+declare("einsum", ("*operands",), (Attr("subscripts", "str"),), infer=_infer_einsum,
+        kernel=lambda xp, xs, subscripts: xp.einsum(subscripts, *xs, optimize=len(xs) > 1))

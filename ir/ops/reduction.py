@@ -1,4 +1,4 @@
-"""Reductions over axes: sum, mean, max, min, variance, argmax."""
+"""Reductions over axes: sum, prod, mean, max, min, variance, argmax."""
 from __future__ import annotations
 
 from ..types import TensorType
@@ -48,6 +48,7 @@ def _reduce(fn):
 
 
 declare("sum", attrs=AXIS_ATTRS, infer=_infer("number"), kernel=_reduce("sum"))
+declare("prod", attrs=AXIS_ATTRS, infer=_infer("number"), kernel=_reduce("prod"))
 declare("mean", attrs=AXIS_ATTRS, infer=_infer("float"), kernel=_reduce("mean"))
 declare("max", attrs=AXIS_ATTRS, infer=_infer("order"), kernel=_reduce("max"))
 declare("min", attrs=AXIS_ATTRS, infer=_infer("order"), kernel=_reduce("min"))
