@@ -17,7 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "api.md"
-MODULES = ["tracer", "ir", "autodiff", "nn", "nn.functional", "nn.init", "nn.optim", "nn.optim.lr_scheduler", "nn.data", "nn.distributed"]
+MODULES = ["tracer", "ir", "autodiff", "nn", "nn.functional", "nn.init", "nn.optim", "nn.optim.lr_scheduler", "nn.data",
+           "nn.distributed"]
 
 
 def public_names(module) -> list[str]:

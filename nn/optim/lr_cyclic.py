@@ -72,7 +72,8 @@ class CyclicLR(LRScheduler):
         x = 1.0 + self.last_epoch / self.total_size - cycle
         scale_factor = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
         scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
-        lrs = [base + (top - base) * scale_factor * scale for base, top in zip(self.base_lrs, self.max_lrs, strict=True)]
+        pairs = zip(self.base_lrs, self.max_lrs, strict=True)
+        lrs = [base + (top - base) * scale_factor * scale for base, top in pairs]
         if self.cycle_momentum:
             for group, m_base, m_max in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums,
                                             strict=True):

@@ -4,7 +4,6 @@ import pytest
 
 import autodiff
 import nn
-import tracer
 from nn import functional as F
 
 torch = pytest.importorskip("torch")
