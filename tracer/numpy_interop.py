@@ -23,14 +23,29 @@ _UFUNCS = {
     "cos": _m.cos, "tanh": _m.tanh, "matmul": _s.matmul, "square": lambda x: _m.multiply(x, x),
     "positive": lambda x: x, "floor_divide": _m.floor_divide, "remainder": _m.remainder,
 }
-_UFUNC_HINTS = {"reciprocal": "1 / x", "log1p": "tracer.log(1 + x)", "expm1": "tracer.exp(x) - 1",
-                "sign": "tracer.where(x > 0, 1.0, tracer.where(x < 0, -1.0, 0.0))", "isnan": "x != x",
-                "logaddexp": "tracer.logsumexp(tracer.stack([a, b]), dim=0)", "clip": "x.clamp(lo, hi)"}
+_UFUNC_HINTS = {"isnan": "x != x", "clip": "x.clamp(lo, hi)"}
+
+
+def _special_ufuncs() -> dict:
+    """NumPy's names for tracer/special_math.py's and tracer/bitwise.py's functions (imported late: both
+    modules import this package's math, and NumPy calls arrive only once tracer is loaded)."""
+    from . import bitwise as b
+    from . import special_math as sm
+    names = {"tan": sm.tan, "arcsin": sm.asin, "arccos": sm.acos, "arctan": sm.atan, "arctan2": sm.atan2,
+             "sinh": sm.sinh, "cosh": sm.cosh, "arcsinh": sm.asinh, "arccosh": sm.acosh, "arctanh": sm.atanh,
+             "log2": sm.log2, "log10": sm.log10, "log1p": sm.log1p, "expm1": sm.expm1, "exp2": sm.exp2,
+             "logaddexp": sm.logaddexp, "hypot": sm.hypot, "copysign": sm.copysign, "fmin": sm.fmin, "fmax": sm.fmax,
+             "fmod": sm.fmod, "heaviside": sm.heaviside, "reciprocal": sm.reciprocal, "sign": sm.sign,
+             "trunc": sm.trunc, "floor": sm.floor, "ceil": sm.ceil, "rint": sm.round, "bitwise_and": b.bitwise_and,
+             "bitwise_or": b.bitwise_or, "bitwise_xor": b.bitwise_xor, "invert": b.bitwise_not,
+             "left_shift": b.bitwise_left_shift, "right_shift": b.bitwise_right_shift}
+    _UFUNCS.update(names)
+    return names
 
 
 def array_ufunc(self, ufunc, method, *inputs, **kwargs):
     """NumPy's ufunc protocol: the common ufuncs on a Tensor run as tracegrad ops and return Tensors."""
-    fn = _UFUNCS.get(ufunc.__name__)
+    fn = _UFUNCS.get(ufunc.__name__) or _special_ufuncs().get(ufunc.__name__)  # a miss: load them, look again
     if method != "__call__" or fn is None:
         what = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
         hint = _UFUNC_HINTS.get(ufunc.__name__) if method == "__call__" else {

@@ -243,3 +243,22 @@ def test_heaviside_gradient_reaches_values_where_x_is_zero():
                            wrt=[x, w])(x, w)
     np.testing.assert_array_equal(gw.numpy(), [0.0, 2.0, 0.0, 4.0])
     assert gx is None or not gx.numpy().any()
+
+
+@pytest.mark.parametrize("ufunc", [np.log1p, np.expm1, np.tan, np.arcsinh, np.log2, np.trunc, np.reciprocal],
+                         ids=lambda f: f.__name__)
+def test_numpy_ufuncs_on_tensors_run_the_new_ops(ufunc):
+    x = v(0.25, 0.5, 2.0)
+    out = ufunc(tracer.tensor(x))
+    assert isinstance(out, tracer.Tensor)
+    np.testing.assert_allclose(out.numpy(), ufunc(x), rtol=1e-15)
+    assert isinstance(tracer.trace(lambda t: ufunc(t), x), ir.IRModule)
+
+
+def test_numpy_binary_and_bitwise_ufuncs_on_tensors():
+    a, b = v(1.0, -2.0), v(0.5, 3.0)
+    np.testing.assert_allclose(np.arctan2(tracer.tensor(a), tracer.tensor(b)).numpy(), np.arctan2(a, b), rtol=1e-15)
+    np.testing.assert_allclose(np.logaddexp(tracer.tensor(a), b).numpy(), np.logaddexp(a, b), rtol=1e-15)
+    i = np.array([5, -3], "int64")
+    assert np.invert(tracer.tensor(i)).numpy().tolist() == (~i).tolist()
+    assert np.left_shift(tracer.tensor(i), 2).numpy().tolist() == (i << 2).tolist()

@@ -308,9 +308,9 @@ def test_numpy_inplace_on_an_array_writes_the_array():
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda t: np.log1p(t), r"np.log1p is not supported on tracegrad Tensors; use tracer.log\(1 \+ x\)"),
+    (lambda t: np.isnan(t), r"np.isnan is not supported on tracegrad Tensors; use x != x"),
     (lambda t: np.add.reduce(t), r"np.add.reduce is not supported.*tracer.sum"),
-    (lambda t: np.arctan2(t, t), r"np.arctan2 is not supported on tracegrad Tensors; use a tracer function"),
+    (lambda t: np.cbrt(t), r"np.cbrt is not supported on tracegrad Tensors; use a tracer function"),
 ])
 def test_unsupported_ufuncs_name_what_to_use(call, match):
     with pytest.raises(TypeError, match=match):
