@@ -13,6 +13,7 @@ import numpy as np
 
 import tracer
 from tracer import Tensor, gelu, relu, sigmoid, silu, tanh  # noqa: F401  (re-exported as F.relu, ...)
+from tracer.products import normalize  # noqa: F401  (re-exported as F.normalize)
 from tracer.torch_methods import torch_names
 
 from . import pooling as _pooling
@@ -290,3 +291,4 @@ __all__ = ["avg_pool2d", "binary_cross_entropy", "binary_cross_entropy_with_logi
            "dropout", "elu", "gelu", "huber_loss", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear",
            "log_softmax", "logsigmoid", "max_pool2d", "mish", "mse_loss", "nll_loss", "one_hot", "relu", "sigmoid",
            "silu", "smooth_l1_loss", "softmax", "softplus", "tanh"] + _activations
+__all__ += ["normalize"]

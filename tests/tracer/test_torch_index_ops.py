@@ -7,6 +7,7 @@ import pytest
 import autodiff
 import ir
 import tracer
+from nn import functional as F
 
 R = np.random.default_rng(22)
 
@@ -213,9 +214,8 @@ ROWS = [
 
 
 def _normalize(m):
-    if m is TG:
-        return tracer.normalize
-    return m.nn.functional.normalize
+    """F.normalize of either library."""
+    return F.normalize if m is TG else m.nn.functional.normalize
 
 
 @pytest.fixture(scope="module")
