@@ -157,7 +157,7 @@ class _GradFunction:
 
     def _key(self, args) -> tuple:
         # Which argument is which wrt leaf is part of the signature; any other tensor only by type.
-        frozen = tuple(i for i, t in enumerate(self.leaves) if not getattr(t, "requires_grad", True))
+        frozen = tuple(i for i, t in enumerate(self.leaves) if _frozen(t))
         return (frozen, *(_signature(a, self.leaf_index, self.static_scalars) for a in args))
 
     def _trace(self, args) -> Traced:
@@ -239,7 +239,7 @@ class _GradFunction:
         require, slots = [], []
         for t in self.leaves:
             # a frozen parameter (requires_grad_(False)) gets no gradient, as in torch: None
-            params = by_identity.get(id(t), []) if getattr(t, "requires_grad", True) else []
+            params = [] if _frozen(t) else by_identity.get(id(t), [])
             require.extend(p for p in params if p not in require)
             slots.append(tuple(require.index(p) for p in params))
         self._check_output(traced)
@@ -318,7 +318,7 @@ class _GradFunction:
         the value (with aux in fn's output structure); `leaf` turns each result into a Tensor."""
         gradients = self.rebuild([
             leaf(grads[s[0]] if len(s) == 1 else functools.reduce(operator.add, [grads[i] for i in s])) if s
-            else zeros(t) if getattr(t, "requires_grad", True) else None
+            else None if _frozen(t) else zeros(t)
             for t, s in zip(self.leaves, slots, strict=True)])
         if self.has_aux:
             aux = _wrap(value[1], out_tree[1][1], leaf)
@@ -326,6 +326,12 @@ class _GradFunction:
                 return gradients, aux
             return (leaf(value[0]), aux), gradients
         return (leaf(value), gradients) if self.return_value else gradients
+
+
+def _frozen(t) -> bool:
+    """A parameter with requires_grad False gets no gradient (None), as in torch. Any other tensor in wrt is
+    differentiated whether it requires grad or not: wrt names what to differentiate, as in JAX."""
+    return t._is_parameter and not t.requires_grad
 
 
 def _feed_arg(a, param):

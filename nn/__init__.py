@@ -1,5 +1,5 @@
 """Models as Python classes: Module, Parameter, layers, losses, functional, init, optim, saving, data."""
-from . import data, distributed, functional, init, optim
+from . import data, distributed, functional, init, optim, utils
 from .activations import ELU, GELU, LeakyReLU, LogSoftmax, Mish, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
 from .attention import MultiheadAttention
 from .checkpoint import checkpoint_sequential
@@ -43,5 +43,5 @@ __all__ = [
     "SmoothL1Loss",
     "BatchNorm1d", "BatchNorm2d", "GroupNorm",
     "Module", "Parameter", "StateDictError",
-    "checkpoint_sequential", "data", "distributed", "functional", "init", "load", "optim", "save",
+    "checkpoint_sequential", "data", "distributed", "functional", "init", "load", "optim", "save", "utils",
 ]

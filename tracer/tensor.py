@@ -90,7 +90,11 @@ class Tensor:
     """
 
     # _weak: a Python number passed to a compiled step, traced as a 0-d input that promotes like the number
-    __slots__ = ("_data", "_var", "_trace", "_name", "_in_trace", "_fresh_seed", "_weak", "__weakref__")
+    # _ag: autograd's record (None; tracer.autograd.LEAF for a leaf that requires grad; the Node of a recorded
+    # result), _grad: what backward() accumulated (tracer/autograd.py)
+    __slots__ = ("_data", "_var", "_trace", "_name", "_in_trace", "_fresh_seed", "_weak", "_ag", "_grad",
+                 "__weakref__")
+    _is_parameter = False  # nn.Parameter: requires_grad False means frozen, for value_and_grad and optimizers
     # __array_ufunc__ / __array_function__ (np.exp(t), ndarray * t, np.sum(t) -> Tensor) and __setitem__ are
     # installed from tracer/numpy_interop.py and tracer/setitem.py
 
@@ -114,6 +118,7 @@ class Tensor:
         # constant; any other trace captures it as a parameter
         self._in_trace = weakref.ref(ctx) if ctx is not None and _var is None else None
         self._fresh_seed = self._weak = False
+        self._ag = self._grad = None
 
     @classmethod
     def wrap(cls, array) -> Tensor:
@@ -121,6 +126,7 @@ class Tensor:
         t = object.__new__(cls)
         t._data, t._var, t._trace, t._name, t._in_trace = array, None, None, "", None
         t._fresh_seed = t._weak = False
+        t._ag = t._grad = None
         return t
 
     @classmethod
@@ -308,9 +314,12 @@ def apply(op_name: str, inputs, **attrs):
 def _run_eager(op_name, inputs, attrs):
     op = get_op(op_name)
     flat = list(inputs[0]) if op.tuple_input else list(inputs)
+    tracked = False
     for t in flat:
         if t._var is not None:
             raise TraceError(f"{op_name}: a traced value ({t._var.type}) escaped the trace that made it")
+        if t._ag is not None:  # requires grad: recorded below, unless in no_grad()
+            tracked = True
     fake = [Var("x", t.type) for t in flat]
     call = make_call(op_name, [ir.Tuple(fake)] if op.tuple_input else fake, attrs)
     arrays = [t._data for t in flat]
@@ -321,5 +330,12 @@ def _run_eager(op_name, inputs, attrs):
         arrays = [xp.asarray(a) for a in arrays]
     out = op.kernel(xp, tuple(arrays), **call.attrs) if op.tuple_input else op.kernel(xp, *arrays, **call.attrs)
     if isinstance(out, tuple):
-        return tuple(Tensor.wrap(o) for o in out)
-    return Tensor.wrap(out if type(out) is xp.ndarray else xp.asarray(out))
+        result = tuple(Tensor.wrap(o) for o in out)
+    else:
+        result = Tensor.wrap(out if type(out) is xp.ndarray else xp.asarray(out))
+    if tracked and _autograd.grad_mode.enabled and op.differentiable:
+        _autograd.record(op_name, call, flat, result, op.tuple_input)
+    return result
+
+
+from . import autograd as _autograd  # noqa: E402  (it reads Tensor from this module)

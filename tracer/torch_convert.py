@@ -10,6 +10,7 @@ import ir
 
 from . import math as _m
 from . import shape as _shape
+from .autograd import is_grad_enabled
 from .device import CPU, device, device_of, is_device, move, parse, place, tensor_device
 from .math import as_tensor, astype, greater, not_equal, stop_gradient
 from .tensor import Tensor, active_trace, apply, array_module_of, dtype_name, to_expr
@@ -20,7 +21,10 @@ _device = device  # `to` and `cuda` take an argument named device, as torch's
 
 
 def detach(self) -> Tensor:
-    """The same values, cut from the gradient (a `grad.stop_gradient` inside a trace)."""
+    """The same values, cut from the gradient: eagerly a tensor that does not require grad sharing self's buffer
+    (as torch's), inside a trace a `grad.stop_gradient`."""
+    if self._var is None and active_trace() is None:
+        return Tensor.wrap(self._data)
     return stop_gradient(self)
 
 
@@ -107,6 +111,8 @@ def clone(self) -> Tensor:
     """A copy: writes to it (`y[0] = 1`, `y += 1`) leave `self` alone. Inside a trace values are never
     shared, so it is a new Tensor holding the same value, with no op."""
     ctx = active_trace()
+    if ctx is None and self._ag is not None and is_grad_enabled():  # recorded: the copy's gradient flows to self
+        return apply("astype", [self], dtype=self.dtype)
     if self._var is None and (ctx is None or self._in_trace is not None and self._in_trace() is ctx):
         copy = self._data.copy()
         return Tensor.wrap(copy) if ctx is None else Tensor(copy)  # in a trace, a constant of the copy
