@@ -16,13 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 
 import ir
+from ir.executor import buffer_owner
 from ir import Binding, Block, Builder, Executor, Function, IRModule, TupleType, Var, free_vars
 from ir.transform.base import paused_gc
 from tracer import Tensor
 from tracer import autograd as ag
 from tracer.tensor import dtype_name
 
-from .api import _distinct, _unshared
 from .gradient import Gradient
 
 _CACHE: OrderedDict[tuple, _Compiled] = OrderedDict()
@@ -120,13 +120,27 @@ def _run(tape: ag.Tape, targets: list[int], seeds: list, wanted_key, retain_grap
         feed.append(values[s] if s >= 0 else seeds[-1 - s])
     if ag._VERSIONS:
         _check_versions(tape, entry)
-    grads = entry.step(*feed)
-    grads = _distinct(_unshared(grads, {id(a if a.base is None else ir.executor.buffer_owner(a)) for a in feed}))
+    grads = _owned(entry.step(*feed), feed)
     if not retain_graph:
         tape.freed.update(entry.ops)
         for s in entry.ops:
             values[s] = None
     return entry, grads
+
+
+def _owned(grads: tuple, feed: list) -> list:
+    """The gradients, each in a buffer of its own: one that is (a view of) an array fed in, or shares a buffer
+    with another gradient, or is read-only (a broadcast), is copied; `.grad` is the user's to write into."""
+    fed = {id(a if a.base is None else buffer_owner(a)) for a in feed}
+    out, seen = [], set()
+    for g in grads:
+        owner = id(g if g.base is None else buffer_owner(g))
+        if owner in fed or owner in seen or not g.flags.writeable:
+            g = g.copy()
+            owner = id(g)
+        seen.add(owner)
+        out.append(g)
+    return out
 
 
 def _check_versions(tape: ag.Tape, entry: _Compiled) -> None:

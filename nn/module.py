@@ -360,7 +360,7 @@ def zero_grads(params, set_to_none: bool = True) -> None:
     """p.grad = None for each parameter, or (set_to_none=False) its gradient zeroed in place, as torch's zero_grad."""
     for p in params:
         if set_to_none:
-            p.grad = None
+            p._grad = None
         elif p.grad is not None:
             p.grad._data[...] = 0
 

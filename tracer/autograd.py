@@ -28,6 +28,8 @@ from ir import Builder, Call, TensorType, Tuple, Var
 from ir.executor import buffer_owner
 from ir.structural import attrs_key
 
+from .tensor import Tensor, TraceError, dtype_name
+
 # ---------------------------------------------------------------- grad mode
 
 
@@ -215,7 +217,7 @@ class Tape:
             data = t._data
             slot = self.input_slot.get(id(data))
             if slot is None:
-                var = Var("x", t.type)
+                var = Var("x", _type(data))
                 slot = self.input_slot[id(data)] = self._param(("input", data.shape, data.dtype), var, data)
             return slot
         if ag is LEAF:
@@ -223,29 +225,36 @@ class Tape:
             if slot is None:
                 data = t._data
                 name = "".join(c if c.isalnum() or c == "_" else "_" for c in (t._name or "w"))
-                var = Var(name if name[0].isalpha() else "w_" + name, t.type)
+                var = Var(name if name[0].isalpha() else "w_" + name, _type(data))
                 slot = self.leaf_slot[id(t)] = self._param(("leaf", data.shape, data.dtype), var, data)
                 self.leaves[slot] = t
             return slot
         return resolve(ag)[1]
 
-    def emit(self, op_name: str, call, slots: list[int], tuple_input: bool, value) -> int:
-        args = [self.vars[s] for s in slots]
-        var = self.builder.emit(Call(op_name, (Tuple(args),) if tuple_input else tuple(args), call.attrs, call.type))
-        return self._bound(var, (op_name, attrs_key(call.attrs), tuple(slots)), value)
-
-    def emit_item(self, tuple_slot: int, i: int, value) -> int:
-        var = self.builder.get_item(self.vars[tuple_slot], i)
-        return self._bound(var, ("item", i, tuple_slot), value)
-
-    def _bound(self, var: Var, part, value) -> int:
+    def bound(self, var: Var, part, value) -> int:
+        """Give the binding just emitted (defining var) its slot, with its part and eager value."""
         slot = len(self.vars)
         self.parts.append(part)
         self.vars.append(var)
         self.bindings.append(self.builder.bindings[-1])
         self.values.append(value)
-        self.versions.append(version(value))
+        # a buffer the kernel just made has no version yet: only views of older buffers are looked up
+        self.versions.append(0 if type(value) is not tuple and value.base is None else version(value))
         return slot
+
+
+_TYPES: dict[tuple, TensorType] = {}
+
+
+def _type(array) -> TensorType:
+    """The TensorType of an array, made once per shape and dtype."""
+    key = (array.shape, array.dtype)
+    t = _TYPES.get(key)
+    if t is None:
+        if len(_TYPES) > 4096:
+            _TYPES.clear()
+        t = _TYPES[key] = TensorType(array.shape, dtype_name(array.dtype))
+    return t
 
 
 def resolve(node: Node) -> tuple[Tape, int]:
@@ -299,47 +308,70 @@ def _records(t) -> bool:
     return any(_records(f) for f in t.fields)
 
 
-def record(op_name: str, call, inputs, result, tuple_input: bool) -> None:
-    """Append the eager op that made `result` from `inputs` (some of which require grad) to their tape."""
-    if not _records(call.type):  # integer and boolean results never require grad, as in torch
-        return
+def record(op_name: str, attrs: dict, type_, attrs_key_, inputs, result, tuple_input: bool) -> None:
+    """Append the eager op that made `result` from `inputs` (some of which require grad) to their tape:
+    `attrs` are its normalized attributes, `type_` its result type, `attrs_key_` the attributes' hashable key."""
+    if not (type_.is_float if type(type_) is TensorType else _records(type_)):
+        return  # integer and boolean results never require grad, as in torch
     tape = None
     for t in inputs:
         ag = t._ag
         if ag is not None and ag is not LEAF:
-            other = resolve(ag)[0]
+            other = ag.tape if ag.tape.into is None else resolve(ag)[0]
             tape = other if tape is None or other is tape else merge(tape, other)
     if tape is None:
         tape = Tape()
-    slots = [tape.slot_of(t) for t in inputs]
-    if isinstance(result, tuple):
-        slot = tape.emit(op_name, call, slots, tuple_input, tuple(r._data for r in result))
+    slots, args, vars_ = [], [], tape.vars
+    for t in inputs:
+        ag = t._ag
+        s = ag.slot if ag is not None and ag is not LEAF and ag.tape is tape else tape.slot_of(t)
+        slots.append(s)
+        args.append(vars_[s])
+    var = tape.builder.emit(Call(op_name, (Tuple(args),) if tuple_input else tuple(args), dict(attrs), type_))
+    part = (op_name, attrs_key_, tuple(slots))
+    if type(result) is tuple:
+        slot = tape.bound(var, part, tuple(r._data for r in result))
         for i, r in enumerate(result):
-            item = tape.emit_item(slot, i, r._data)
-            if _records(call.type.fields[i]):
+            item = tape.bound(tape.builder.get_item(var, i), ("item", i, slot), r._data)
+            if _records(type_.fields[i]):
                 r._ag = Node(tape, item, op_name)
         return
-    slot = tape.emit(op_name, call, slots, tuple_input, result._data)
-    result._ag = Node(tape, slot, op_name)
+    result._ag = Node(tape, tape.bound(var, part, result._data), op_name)
 
 
-def check_inplace(t) -> None:
-    """torch refuses an in-place op on a leaf that requires grad while recording (optimizers use no_grad)."""
-    if t._ag is LEAF and grad_mode.enabled:
-        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+def check_inplace(t, value) -> None:
+    """An in-place op on a leaf that requires grad, whose new value depends on another tensor that requires grad,
+    raises torch's error: the leaf would have to become a recorded result. One that reads only the leaf itself
+    (and tensors that do not require grad: `w -= lr * g`, `w.copy_(array)`) updates the leaf untracked, as
+    under no_grad, where torch raises; the buffer's version moves on, so a recorded backward that still needs
+    the old values raises instead of reading the new ones (docs/design.md)."""
+    if t._ag is not LEAF or not grad_mode.enabled or not isinstance(value._ag, Node):
+        return
+    tape, slot = resolve(value._ag)
+    seen, stack = set(), [slot]
+    while stack:
+        s = stack.pop()
+        if s in seen:
+            continue
+        seen.add(s)
+        part = tape.parts[s]
+        if part[0] == "leaf" and tape.leaves[s] is not t:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        stack.extend([part[2]] if part[0] == "item" else part[2] if part[0] not in ("leaf", "input") else [])
 
 
 def wrote(t, value) -> None:
     """After an eager in-place op wrote `value` (its out-of-place result) into t's buffer: the buffer's version
     moves on (a backward that needs its old values raises), and t is now the recorded result, as in torch."""
     bump(t._data)
-    if value is not None and value._ag is not None and grad_mode.enabled:
+    if value is not None and value._ag is not None and grad_mode.enabled and t._ag is not LEAF:
         t._ag = value._ag
 
 
-def wants_record(*tensors) -> bool:
-    """Whether an eager in-place write involving these tensors must be recorded (one of them requires grad)."""
-    return grad_mode.enabled and any(getattr(t, "_ag", None) is not None for t in tensors)
+def wants_record(target, value) -> bool:
+    """Whether an eager `target[key] = value` must be recorded: target is a recorded result, or value requires
+    grad (a leaf target then raises torch's error, see check_inplace)."""
+    return grad_mode.enabled and (isinstance(target._ag, Node) or getattr(value, "_ag", None) is not None)
 
 
 # ---------------------------------------------------------------- the backward implementation (autodiff)
@@ -376,7 +408,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
 
 def _concrete_float(t, what: str) -> None:
     if t._var is not None:
-        from .tensor import TraceError
         raise TraceError(f"{what} of a traced value: inside a trace, gradients come from autodiff.grad / "
                          "value_and_grad, which differentiate the whole traced function")
     if np.dtype(t._data.dtype).kind != "f":
@@ -419,7 +450,6 @@ def _get_grad(self):
 
 
 def _set_grad(self, value) -> None:
-    from .tensor import Tensor
     if value is not None:
         if not isinstance(value, Tensor):
             raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
@@ -472,14 +502,12 @@ def tensor_backward(self, gradient=None, retain_graph=None, create_graph: bool =
 
 def _data(self):
     """The same values, untracked (shares the buffer); `p.data = t` replaces p's values, as torch's."""
-    from .tensor import Tensor
     if self._var is not None:
         return self
     return Tensor.wrap(self._data)
 
 
 def _set_data(self, value) -> None:
-    from .tensor import Tensor
     if not isinstance(value, Tensor) or value._data is None:
         raise TypeError(f"data must be set to a concrete Tensor, got {type(value).__name__}")
     self._data = value._data

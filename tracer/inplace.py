@@ -29,7 +29,7 @@ def write(self: Tensor, value: Tensor, what: str) -> Tensor:
             raise TraceError(f"{what}: a traced value ({self._var.type}) escaped the trace that made it")
         if not self._data.flags.writeable:
             raise ValueError(f"{what}: the tensor's memory is read-only")
-        autograd.check_inplace(self)
+        autograd.check_inplace(self, value)
         data = value._data
         if type(data) is not type(self._data):  # copy_ across devices, as torch's: a copy onto self's device
             data = move(data, device_of(self._data))
