@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import ir
-from ir.executor import buffer_owner
 from ir import Binding, Block, Builder, Executor, Function, IRModule, TupleType, Var, free_vars
+from ir.executor import buffer_owner
 from ir.transform.base import paused_gc
 from tracer import Tensor
 from tracer import autograd as ag

@@ -107,7 +107,7 @@ def recording_cost(number: int = 5000) -> list[tuple[str, float, float]]:
                      ("sum", lambda a, b: a.sum())):
         times = []
         for a, b in (plain, tracked):
-            times.append(min(timeit.repeat(lambda a=a, b=b: fn(a, b), number=number, repeat=5)) / number * 1e6)
+            times.append(min(timeit.repeat(lambda a=a, b=b, fn=fn: fn(a, b), number=number, repeat=5)) / number * 1e6)
         rows.append((name, *times))
     return rows
 

@@ -26,7 +26,6 @@ import numpy as np
 
 from ir import Builder, Call, TensorType, Tuple, Var
 from ir.executor import buffer_owner
-from ir.structural import attrs_key
 
 from .tensor import Tensor, TraceError, dtype_name
 

@@ -266,7 +266,8 @@ def ones(*size, dtype: str | None = None, device=None, requires_grad: bool = Fal
 
 def full(shape, value, dtype: str = "float32", *, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor filled with `value`."""
-    return made(place(apply("full", [], shape=_ints(shape), fill_value=value, dtype=dtype), device, "full"), requires_grad)
+    out = place(apply("full", [], shape=_ints(shape), fill_value=value, dtype=dtype), device, "full")
+    return made(out, requires_grad)
 
 
 def zeros_like(x, dtype: str | None = None, *, requires_grad: bool = False) -> Tensor:
