@@ -1,4 +1,5 @@
-"""`loss.backward()` and `autograd.grad`: the backward half of a recorded tape, compiled once per structure.
+"""`loss.backward()` and `autograd.grad`: the backward half of a recorded tape, compiled once per structure
+(with create_graph=True evaluated through the eager ops instead, so that it is recorded too).
 
 The tape (tracer/autograd.py) holds the forward program as bindings and its eager values. On the first
 backward of a structure, the slice of the tape that the targets depend on becomes a function `main`
@@ -18,10 +19,11 @@ import numpy as np
 import ir
 from ir import Binding, Block, Builder, Executor, Function, IRModule, TupleType, Var, free_vars
 from ir.executor import buffer_owner
+from ir.ops import get_op
 from ir.transform.base import paused_gc
 from tracer import Tensor
 from tracer import autograd as ag
-from tracer.tensor import dtype_name
+from tracer.tensor import apply, dtype_name
 
 from .gradient import Gradient
 
@@ -119,7 +121,7 @@ def _run(tape: ag.Tape, targets: list[int], seeds: list, wanted_key, retain_grap
     for s in entry.feeds:
         feed.append(values[s] if s >= 0 else seeds[-1 - s])
     if ag._VERSIONS:
-        _check_versions(tape, entry)
+        _check_versions(tape, entry.feeds)
     grads = _owned(entry.step(*feed), feed)
     if not retain_graph:
         tape.freed.update(entry.ops)
@@ -143,8 +145,8 @@ def _owned(grads: tuple, feed: list) -> list:
     return out
 
 
-def _check_versions(tape: ag.Tape, entry: _Compiled) -> None:
-    for s in entry.feeds:
+def _check_versions(tape: ag.Tape, feeds: list[int]) -> None:
+    for s in feeds:
         if s >= 0 and ag.version(tape.values[s]) != tape.versions[s]:
             part, value = tape.parts[s], tape.values[s]
             made = "a leaf" if part[0] == "leaf" else "an input" if part[0] == "input" else \
@@ -161,18 +163,73 @@ def _compile(tape: ag.Tape, targets, seeds, wanted_key, device) -> _Compiled:
     with paused_gc():
         in_slice = _slice(tape.parts, targets)
         order = sorted(in_slice)
-        if wanted_key[0] == "leaves":  # backward(): every leaf, and each retained non-leaf, in the slice
-            wanted = [s for s in order if s in tape.leaves or s in set(wanted_key[1])]
-        else:  # autograd.grad(inputs=...): the slots asked for, where the targets depend on them
-            wanted = [s for s in wanted_key[1] if s in in_slice]
+        wanted = _wanted(tape, order, in_slice, wanted_key)
         step, mod, feeds = _backward_function(tape, order, targets, seeds, wanted, device)
         compiles += 1
     ops = [s for s in order if tape.bindings[s] is not None]
     return _Compiled(step, mod, feeds, wanted, ops, frozenset(in_slice))
 
 
-def _backward_function(tape: ag.Tape, order, targets, seeds, wanted, device):
-    """The compiled backward: Gradient of the slice, forward bindings made parameters (see the module doc)."""
+def _wanted(tape: ag.Tape, order, in_slice, wanted_key) -> list[int]:
+    if wanted_key[0] == "leaves":  # backward(): every leaf, and each retained non-leaf, in the slice
+        retained = set(wanted_key[1])
+        return [s for s in order if s in tape.leaves or s in retained]
+    return [s for s in wanted_key[1] if s in in_slice]  # autograd.grad(inputs=...): those the targets depend on
+
+
+def _run_recorded(tape: ag.Tape, targets, seeds, wanted_key) -> tuple[list[int], list[Tensor]]:
+    """create_graph=True: the backward IR evaluated binding by binding through the eager ops, so each of its
+    ops is recorded on the tape like any other and the gradients can be differentiated again."""
+    in_slice = _slice(tape.parts, targets)
+    order = sorted(in_slice)
+    if tape.freed and not tape.freed.isdisjoint(s for s in order if tape.bindings[s] is not None):
+        raise RuntimeError(_SECOND_TIME)
+    wanted = _wanted(tape, order, in_slice, wanted_key)
+    fn, where = _backward_ir(tape, order, targets, seeds, wanted)
+    mod, feeds = _pruned(ir.transform.DeadCodeElimination()(IRModule({"backward": fn})), where)
+    _check_versions(tape, feeds)
+    fn = mod["backward"]
+    env = {p: _slot_tensor(tape, s, seeds) for p, s in zip(fn.params, feeds, strict=True)}
+    with ag.enable_grad():
+        for bd in fn.bindings:
+            env[bd.var] = _evaluate(bd.value, env)
+        grads = [_evaluate(f, env) for f in fn.body.fields]
+        # a gradient that is a leaf or a fed value itself (d(w1 * w2)/dw1 = w2) becomes a tensor of its own
+        grads = [apply("astype", [g], dtype=g.dtype) if g._ag is not None and not isinstance(g._ag, ag.Node) or
+                 g._ag is None else g for g in grads]
+    return wanted, grads
+
+
+def _slot_tensor(tape: ag.Tape, s: int, seeds) -> Tensor:
+    """The tensor standing for slot s while the backward is evaluated eagerly: the leaf itself, a recorded
+    value (its Node), or an input (untracked)."""
+    if s < 0:
+        return Tensor.wrap(seeds[-1 - s])
+    kind = tape.parts[s][0]
+    if kind == "leaf":
+        return tape.leaves[s]
+    t = Tensor.wrap(tape.values[s])
+    if kind != "input":
+        t._ag = ag.Node(tape, s, tape.parts[tape.parts[s][2]][0] if kind == "item" else kind)
+    return t
+
+
+def _evaluate(e, env):
+    if isinstance(e, Var):
+        return env[e]
+    if isinstance(e, ir.Constant):
+        return Tensor.wrap(e.data)
+    if isinstance(e, ir.Tuple):
+        return tuple(_evaluate(f, env) for f in e.fields)
+    if isinstance(e, ir.TupleGetItem):
+        return _evaluate(e.tuple_value, env)[e.index]
+    args = [_evaluate(a, env) for a in e.args]
+    return apply(e.op, [list(args[0])] if get_op(e.op).tuple_input else args, **e.attrs)
+
+
+def _backward_ir(tape: ag.Tape, order, targets, seeds, wanted):
+    """The backward as IR: Gradient of the slice, forward bindings made parameters (see the module doc);
+    returns the function and, per parameter, where its value comes from (a slot, or -1 - k: seed k)."""
     params = [tape.vars[s] for s in order if tape.bindings[s] is None]
     source = {tape.vars[s]: s for s in order}
     bindings = [tape.bindings[s] for s in order if tape.bindings[s] is not None]
@@ -215,16 +272,26 @@ def _backward_function(tape: ag.Tape, order, targets, seeds, wanted, device):
         else:
             new_params.append(bd.var)
     fn = Function(new_params, [Block(rebuilt + kept + backward)], grads)
-    out = ir.transform.optimize()(ir.transform.cleanup()(IRModule({"backward": fn})))
-    fn = out["backward"]
+    return fn, lambda p: source[origin.get(p, p)]
+
+
+def _pruned(mod: IRModule, where) -> tuple[IRModule, list[int]]:
+    """The module with the parameters its function no longer reads removed, and each kept one's feed."""
+    fn = mod["backward"]
     used = set(free_vars(fn.body))
     for bd in fn.bindings:
         used.update(free_vars(bd.value))
     fn = Function([p for p in fn.params if p in used], fn.blocks, fn.body)
     out = IRModule({"backward": fn})
     ir.verify(out)
-    feeds = [source[origin.get(p, p)] for p in fn.params]
-    return Executor(out, device=device)["backward"], out, feeds
+    return out, [where(p) for p in fn.params]
+
+
+def _backward_function(tape: ag.Tape, order, targets, seeds, wanted, device):
+    """The compiled backward: the backward IR after cleanup() and optimize(), on ir.Executor."""
+    fn, where = _backward_ir(tape, order, targets, seeds, wanted)
+    mod, feeds = _pruned(ir.transform.optimize()(ir.transform.cleanup()(IRModule({"backward": fn}))), where)
+    return Executor(mod, device=device)["backward"], mod, feeds
 
 
 # ---------------------------------------------------------------- the entry points tracer.autograd calls
@@ -236,67 +303,77 @@ def _targets(tensors):
     return list(tensors)
 
 
-def _refuse_create_graph(create_graph: bool) -> None:
-    if create_graph:
-        raise NotImplementedError("create_graph=True (a differentiable backward, for higher-order gradients) is not "
-                                  "supported by loss.backward() / autograd.grad yet; use autodiff.grad nested "
-                                  "inside autodiff.grad for higher derivatives")
-
-
 def backward(tensors, grad_tensors, retain_graph, create_graph, inputs) -> None:
-    _refuse_create_graph(create_graph)
     tensors = _targets(tensors)
     if any(t._var is not None for t in tensors):
         raise tracer_error()
-    leaf_targets = [t for t in tensors if t._ag is ag.LEAF]
     seeds = _seeds(tensors, grad_tensors)
     if inputs is not None:
         inputs = _targets(inputs)
-        grads = _grad(tensors, inputs, seeds, retain_graph, True, False)
+        grads = _grad(tensors, inputs, seeds, retain_graph, True, False, create_graph)
         for t, g in zip(inputs, grads, strict=True):
             if g is not None:
-                _accumulate(t, g._data)
+                _accumulate(t, g, create_graph)
         return
     for t, g in zip(tensors, seeds, strict=True):  # `w.backward()` on a leaf: its gradient is the seed
         if t._ag is ag.LEAF:
-            _accumulate(t, np.ones(t.shape, t._data.dtype) if g is None else g.copy())
+            _accumulate(t, Tensor.wrap(np.ones(t.shape, t._data.dtype) if g is None else g.copy()), False)
     recorded = [(t, g) for t, g in zip(tensors, seeds, strict=True) if t._ag is not ag.LEAF]
-    if not recorded and leaf_targets:
+    if not recorded and len(recorded) < len(tensors):
         return
     tape, slots = _tape_of([t for t, _ in recorded])
     retained = tuple(sorted(s for s, r in tape.retained.items() if r() is not None))
-    entry, grads = _run(tape, slots, [g for _, g in recorded], ("leaves", retained), bool(retain_graph))
-    for s, g in zip(entry.wanted, grads, strict=True):
+    wanted, grads = _backward_any(tape, slots, [g for _, g in recorded], ("leaves", retained), retain_graph,
+                                  create_graph)
+    for s, g in zip(wanted, grads, strict=True):
         t = tape.leaves.get(s)
         if t is None:
             t = tape.retained[s]()
         if t is not None:
-            _accumulate(t, g)
+            _accumulate(t, g, create_graph)
 
 
-def _accumulate(t: Tensor, g) -> None:
-    """t.grad += g, as torch's AccumulateGrad: the first gradient is stored, later ones added in place."""
+def _backward_any(tape, slots, seeds, wanted_key, retain_graph, create_graph):
+    """(wanted slots, gradients): compiled arrays, or with create_graph recorded Tensors (as torch, retain_graph
+    defaults to create_graph)."""
+    retain = create_graph if retain_graph is None else bool(retain_graph)
+    if not create_graph:
+        entry, grads = _run(tape, slots, seeds, wanted_key, retain)
+        return entry.wanted, [Tensor.wrap(g) for g in grads]
+    wanted, grads = _run_recorded(tape, slots, seeds, wanted_key)
+    if not retain:
+        ops = [s for s in _slice(tape.parts, slots) if tape.bindings[s] is not None]
+        tape.freed.update(ops)
+    return wanted, grads
+
+
+def _accumulate(t: Tensor, g: Tensor, recorded: bool) -> None:
+    """t.grad += g, as torch's AccumulateGrad: the first gradient is stored; later ones are added in place, or
+    out of place when either side is recorded (create_graph), so the sum stays differentiable."""
     if t._grad is None:
-        t._grad = Tensor.wrap(g)
+        t._grad = g
+        return
+    old = t._grad
+    if recorded or old._ag is not None:
+        t._grad = old + g
+        return
+    a = old._data
+    if a.shape == g.shape and a.dtype == g._data.dtype and getattr(a.flags, "writeable", True):
+        a += g._data
+        ag.bump(a)
     else:
-        old = t._grad._data
-        if old.shape == g.shape and old.dtype == g.dtype and getattr(old.flags, "writeable", True):
-            old += g
-            ag.bump(old)
-        else:
-            t._grad = Tensor.wrap(old + g)
+        t._grad = Tensor.wrap(a + g._data)
 
 
 def grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads):
-    _refuse_create_graph(create_graph)
     outputs = _targets(outputs)
     if any(t._var is not None for t in outputs):
         raise tracer_error()
     return _grad(outputs, _targets(inputs), _seeds(outputs, grad_outputs), retain_graph, allow_unused,
-                 materialize_grads)
+                 materialize_grads, create_graph)
 
 
-def _grad(outputs, inputs, seeds, retain_graph, allow_unused, materialize_grads) -> tuple:
+def _grad(outputs, inputs, seeds, retain_graph, allow_unused, materialize_grads, create_graph) -> tuple:
     for t in inputs:
         if not isinstance(t, Tensor) or t._ag is None:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
@@ -309,8 +386,8 @@ def _grad(outputs, inputs, seeds, retain_graph, allow_unused, materialize_grads)
             other, s = ag.resolve(t._ag)
             per_input.append([s] if other is tape else [])
     asked = tuple(sorted({s for ss in per_input for s in ss}))
-    entry, grads = _run(tape, slots, seeds, ("inputs", asked), bool(retain_graph))
-    by_slot = dict(zip(entry.wanted, grads, strict=True))
+    wanted, grads = _backward_any(tape, slots, seeds, ("inputs", asked), retain_graph, create_graph)
+    by_slot = dict(zip(wanted, grads, strict=True))
     out = []
     for t, ss in zip(inputs, per_input, strict=True):
         got = [by_slot[s] for s in ss if s in by_slot]
@@ -323,7 +400,7 @@ def _grad(outputs, inputs, seeds, retain_graph, allow_unused, materialize_grads)
         total = got[0]
         for g in got[1:]:
             total = total + g
-        out.append(Tensor.wrap(total))
+        out.append(total)
     return tuple(out)
 
 

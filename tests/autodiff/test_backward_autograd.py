@@ -128,10 +128,33 @@ def test_autograd_grad_returns_a_tuple_and_leaves_grad_alone():
     np.testing.assert_allclose(g.numpy(), np.ones((3, 2)) @ B.T)
 
 
-def test_create_graph_is_refused_by_name():
-    a, _, _, _ = pair()
-    with pytest.raises(NotImplementedError, match="create_graph=True"):
-        (a * a).sum().backward(create_graph=True)
+def test_create_graph_gives_differentiable_gradients_as_torch():
+    a, b, ta, tb = pair()
+    x, tx = tracer.tensor(B[:3, :1].T, requires_grad=True), torch.tensor(B[:3, :1].T, requires_grad=True)
+
+    def f(lib, w, v, inp):
+        return (lib.tanh(inp @ w) @ v).sin().sum()
+    # a gradient penalty: the input gradient's norm, differentiated with respect to the weights
+    (gx,) = autograd.grad(f(tracer, a, b, x), x, create_graph=True)
+    (tgx,) = torch.autograd.grad(f(torch, ta, tb, tx), tx, create_graph=True)
+    close(gx, tgx)
+    assert gx.requires_grad and gx.grad_fn is not None
+    (gx ** 2).sum().backward()
+    (tgx ** 2).sum().backward()
+    close(a.grad, ta.grad)
+    close(b.grad, tb.grad)
+    # a Hessian-vector product, and backward(create_graph=True) leaving a differentiable .grad behind
+    v = rng.standard_normal((3, 4))
+    a2, ta2 = tracer.tensor(A, requires_grad=True), torch.tensor(A, requires_grad=True)
+    (g,) = autograd.grad(tracer.exp(a2 * 0.5).sum() * a2.sum(), a2, create_graph=True)
+    (tg,) = torch.autograd.grad(torch.exp(ta2 * 0.5).sum() * ta2.sum(), ta2, create_graph=True)
+    close(autograd.grad((g * tracer.tensor(v)).sum(), a2)[0], torch.autograd.grad((tg * torch.tensor(v)).sum(), ta2)[0])
+    (a2 * a2 * a2).sum().backward(create_graph=True)
+    (ta2 * ta2 * ta2).sum().backward(create_graph=True)
+    assert a2.grad.requires_grad
+    (a2.grad ** 2).sum().backward()
+    (ta2.grad ** 2).sum().backward()
+    close(a2.grad, ta2.grad)
 
 
 def test_no_grad_enable_grad_set_grad_enabled_inference_mode():
