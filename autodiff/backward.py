@@ -137,7 +137,7 @@ def _owned(grads: tuple, feed: list) -> list:
     out, seen = [], set()
     for g in grads:
         owner = id(g if g.base is None else buffer_owner(g))
-        if owner in fed or owner in seen or not g.flags.writeable:
+        if owner in fed or owner in seen or not getattr(g.flags, "writeable", True):
             g = g.copy()
             owner = id(g)
         seen.add(owner)

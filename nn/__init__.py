@@ -1,4 +1,6 @@
 """Models as Python classes: Module, Parameter, layers, losses, functional, init, optim, saving, data."""
+import autodiff as _autodiff  # noqa: F401  (installs loss.backward(): `import nn` is enough for the torch loop)
+
 from . import data, distributed, functional, init, optim, utils
 from .activations import ELU, GELU, LeakyReLU, LogSoftmax, Mish, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
 from .attention import MultiheadAttention

@@ -161,6 +161,9 @@ class _Leaf:
     def __repr__(self) -> str:
         return "LEAF"
 
+    def __reduce__(self):
+        return "LEAF"  # copy.deepcopy(model) and pickling keep the one marker
+
 
 LEAF = _Leaf()
 
@@ -180,6 +183,10 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{self.name()} object>"
+
+    def __deepcopy__(self, memo):
+        raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol "
+                           "at the moment; detach() the tensor first")
 
 
 class Tape:

@@ -370,3 +370,23 @@ def test_values_are_eager_mid_forward():
     loss = F.mse_loss(out, tracer.zeros((2, 1)))
     loss.backward()
     assert model[0].weight.grad.shape == (4, 3)
+
+
+def test_import_nn_alone_installs_backward_and_deepcopy_keeps_leaves():
+    import copy
+    import subprocess
+    import sys
+    code = ("import numpy as np, nn\n"
+            "m = nn.Linear(2, 3)\n"
+            "m(np.ones((4, 2), 'float32')).sum().backward()\n"
+            "print(m.weight.grad.numpy().sum())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+    assert float(out.stdout) == 24.0
+    model = nn.Linear(2, 3)
+    twin = copy.deepcopy(model)
+    assert twin.weight.requires_grad and twin.weight.is_leaf
+    twin(np.ones((1, 2), "float32")).sum().backward()
+    assert twin.weight.grad is not None and model.weight.grad is None
+    with pytest.raises(RuntimeError, match="deepcopy"):
+        copy.deepcopy(model(np.ones((1, 2), "float32")))
