@@ -146,8 +146,9 @@ def _owned(grads: tuple, feed: list) -> list:
 
 
 def _check_versions(tape: ag.Tape, feeds: list[int]) -> None:
+    version, values, versions = ag.version, tape.values, tape.versions
     for s in feeds:
-        if s >= 0 and ag.version(tape.values[s]) != tape.versions[s]:
+        if s >= 0 and version(values[s]) != versions[s]:
             part, value = tape.parts[s], tape.values[s]
             made = "a leaf" if part[0] == "leaf" else "an input" if part[0] == "input" else \
                 f"output 0 of {ag.Node(tape, s, part[0] if part[0] != 'item' else tape.parts[part[2]][0]).name()}"

@@ -143,11 +143,12 @@ def bump(array) -> None:
 
 
 def version(array) -> int:
+    """The in-place writes so far to array's buffer (a tuple of arrays: their sum)."""
     if not _VERSIONS or array is None:
         return 0
-    if isinstance(array, tuple):
+    if type(array) is tuple:
         return sum(version(a) for a in array)
-    return _VERSIONS.get(id(buffer_owner(array)), 0)
+    return _VERSIONS.get(id(array if array.base is None else buffer_owner(array)), 0)
 
 
 # ---------------------------------------------------------------- the tape
@@ -230,8 +231,7 @@ class Tape:
             slot = self.leaf_slot.get(id(t))
             if slot is None:
                 data = t._data
-                name = "".join(c if c.isalnum() or c == "_" else "_" for c in (t._name or "w"))
-                var = Var(name if name[0].isalpha() else "w_" + name, _type(data))
+                var = Var(_var_name(t._name), _type(data))
                 slot = self.leaf_slot[id(t)] = self._param(("leaf", data.shape, data.dtype), var, data)
                 self.leaves[slot] = t
             return slot
@@ -250,6 +250,18 @@ class Tape:
 
 
 _TYPES: dict[tuple, TensorType] = {}
+_NAMES: dict[str, str] = {}
+
+
+def _var_name(name: str) -> str:
+    """A leaf's IR name from its tensor's (a parameter's dotted name): fc1.weight -> fc1_weight."""
+    hit = _NAMES.get(name)
+    if hit is None:
+        hit = "".join(c if c.isalnum() or c == "_" else "_" for c in (name or "w"))
+        hit = _NAMES[name] = hit if hit[0].isalpha() else "w_" + hit
+        if len(_NAMES) > 4096:
+            _NAMES.clear()
+    return hit
 
 
 def _type(array) -> TensorType:

@@ -64,7 +64,7 @@ def to(self, *args, dtype=None, device=None, copy: bool = False, non_blocking: b
     if device is not None:
         y = _to_device(y, parse(device, "to"))
     if copy and y is self and self._var is None:
-        y = Tensor.wrap(self._data.copy())
+        y = clone(self)
     return y
 
 
@@ -72,6 +72,10 @@ def _to_device(x: Tensor, dev: device) -> Tensor:
     if x._var is not None or active_trace() is not None:
         return x
     data = move(x._data, dev)  # an ImportError for "cuda" says CuPy is missing
+    if data is not x._data and x._ag is not None and is_grad_enabled():
+        raise NotImplementedError(f"moving a tensor that requires grad to {dev} is not recorded for backward(); move "
+                                  "the model and the leaves first (model.to(device), tensor(..., device=...)), or "
+                                  "detach() it")
     return x if data is x._data else Tensor.wrap(data)
 
 
