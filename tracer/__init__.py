@@ -3,7 +3,7 @@ import numpy as np
 
 from ir.types import check_dtype
 
-from . import autograd
+from . import autograd, tensor_grad
 from . import create as _create
 from . import device as _device
 from . import inplace as _inplace
@@ -11,9 +11,9 @@ from . import math as _math
 from . import nn_functions as _nn_functions
 from . import shape as _shape
 from . import torch_methods as _torch_methods
-from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .create import *  # noqa: F401,F403
 from .device import device
+from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .math import (
     abs,
     add,
@@ -65,7 +65,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     >>> tensor([1.0, 2.0]).dtype, tensor(np.zeros(2)).dtype, str(tensor([1.0], device="cpu").device)
     ('float32', 'float64', 'cpu')
     """
-    return autograd.made(_device.place(Tensor(data, dtype), device, "tensor"), requires_grad)
+    return tensor_grad.made(_device.place(Tensor(data, dtype), device, "tensor"), requires_grad)
 
 
 def from_numpy(array) -> Tensor:
@@ -86,8 +86,8 @@ def from_numpy(array) -> Tensor:
 
 def _install_methods():
     tables = (_math.OPERATORS, _math.METHODS, _inplace.METHODS, _shape.OPERATORS, _shape.METHODS,
-              _nn_functions.METHODS, _torch_methods.OPERATORS, _torch_methods.METHODS, autograd.PROPERTIES,
-              autograd.METHODS)
+              _nn_functions.METHODS, _torch_methods.OPERATORS, _torch_methods.METHODS, tensor_grad.PROPERTIES,
+              tensor_grad.METHODS)
     for table in tables:
         for name, fn in table.items():
             setattr(Tensor, name, fn)

@@ -18,12 +18,12 @@ import numpy as np
 
 import ir
 
-from .autograd import made
 from .device import place, tensor_device
 from .math import as_tensor, astype
 from .rng import Generator, fresh_seed
 from .shape import _size_args, concat, zeros, zeros_like
 from .tensor import Tensor, active_trace, apply
+from .tensor_grad import made
 
 
 def _seed(fn: str, generator, seed) -> Tensor:

@@ -5,12 +5,12 @@ import math
 
 import numpy as np
 
-from .autograd import made
 from .device import place
 from .device import tensor_device as _device_of
 from .indexing import getitem
 from .math import as_tensor, astype, promote
 from .tensor import Tensor, apply
+from .tensor_grad import made
 
 
 def _ints(value) -> tuple[int, ...]:

@@ -190,3 +190,34 @@ def test_step_matches_value_and_grad():
     assert loss.item() == pytest.approx(value.item(), rel=1e-6)
     for p, g in zip(model.parameters(), grads, strict=True):
         np.testing.assert_allclose(p.grad.numpy(), g.numpy(), rtol=1e-5, atol=1e-7)
+
+
+class DropNorm(nn.Module):
+    """Dropout (a random mask drawn per step) and BatchNorm (running statistics written during the forward)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.bn, self.drop, self.fc2 = nn.Linear(6, 16), nn.BatchNorm1d(16), nn.Dropout(0.3), nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(self.drop(F.relu(self.bn(self.fc1(x)))))
+
+
+def test_dropout_and_batchnorm_match_the_value_and_grad_step():
+    nn.init.manual_seed(0)
+    ours, ref = DropNorm(), DropNorm()
+    ref.load_state_dict(ours.state_dict())
+    batches = _batches("mlp", "float32")
+    step = autodiff.value_and_grad(lambda a, b: F.cross_entropy(ref(a), b), wrt=ref.parameters())
+    ref_opt, opt = optim.Adam(ref.parameters(), lr=0.01), optim.Adam(ours.parameters(), lr=0.01)
+    tracer.manual_seed(3)
+    ref_losses = []
+    for x, y in batches:
+        value, grads = step(x, y)
+        ref_opt.step(grads)
+        ref_losses.append(value.item())
+    tracer.manual_seed(3)  # the same dropout masks, drawn eagerly in the same order
+    losses = _train_tracegrad(ours, opt, batches)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    for name, v in ref.state_dict().items():
+        np.testing.assert_allclose(ours.state_dict()[name], v, rtol=1e-5, atol=1e-6, err_msg=name)
