@@ -390,3 +390,15 @@ def test_import_nn_alone_installs_backward_and_deepcopy_keeps_leaves():
     assert twin.weight.grad is not None and model.weight.grad is None
     with pytest.raises(RuntimeError, match="deepcopy"):
         copy.deepcopy(model(np.ones((1, 2), "float32")))
+
+
+def test_backward_inputs_accumulates_only_into_those_given():
+    a, b, ta, tb = pair()
+    tracer.exp(a @ b).sum().backward(inputs=[b])
+    torch.exp(ta @ tb).sum().backward(inputs=[tb])
+    assert a.grad is None and ta.grad is None
+    close(b.grad, tb.grad)
+    autograd.backward([(a @ b).sum(), (a * a).sum()])  # torch.autograd.backward: several tensors at once
+    torch.autograd.backward([(ta @ tb).sum(), (ta * ta).sum()])
+    close(a.grad, ta.grad)
+    close(b.grad, tb.grad)
