@@ -45,6 +45,7 @@ class _Compiled:
     wanted: list[int]  # per returned gradient: the slot it is the gradient of
     ops: list[int]  # the binding slots the backward passes through (released after it, unless retain_graph)
     in_slice: frozenset  # every slot the targets depend on
+    read: frozenset  # the slots whose values it reads (the targets too: their tensors' values stay on the tape)
 
 
 def _tape_of(tensors) -> tuple[ag.Tape, list[int]]:
@@ -102,14 +103,20 @@ def _slice(parts: list[tuple], targets: list[int]) -> set[int]:
 
 def _run(tape: ag.Tape, targets: list[int], seeds: list, wanted_key, retain_graph: bool) -> tuple[_Compiled, tuple]:
     """Compile (or find) and run the backward from `targets`; returns the entry and the gradients."""
-    parts = tape.parts
+    parts, values = tape.parts, tape.values
     top = max(targets)
-    device = "cpu" if all(type(tape.values[s]) is np.ndarray or tape.values[s] is None for s in targets) else "cuda"
+    device = "cpu" if type(values[0]) is np.ndarray else "cuda"  # slot 0 is a parameter: always kept
     seed_key = tuple(None if g is None else (g.shape, g.dtype) for g in seeds)
-    key = (tuple(parts[:top + 1]), tuple(targets), seed_key, wanted_key, device)
+    program = tuple(parts[:top + 1])
+    key = (program, tuple(targets), seed_key, wanted_key, device)
     entry = _CACHE.get(key)
+    if entry is not None and any(values[s] is None for s in entry.feeds if s >= 0) and not (
+            tape.freed and not tape.freed.isdisjoint(entry.ops)):
+        entry = None  # it reads a value this tape did not keep: compiled again, recomputing what is missing
     if entry is None:
-        entry = _compile(tape, targets, seeds, wanted_key, device)
+        # values the tape did not keep (tracer.autograd's hint: the last backward of the same program never read
+        # them) are recomputed from the ones it kept; the entry stays valid while its own reads are kept
+        entry = _compile(tape, targets, seeds, wanted_key, device, set(_dropped(tape, top)))
         _CACHE[key] = entry
         if len(_CACHE) > _CACHE_ENTRIES:
             _CACHE.popitem(last=False)
@@ -117,7 +124,8 @@ def _run(tape: ag.Tape, targets: list[int], seeds: list, wanted_key, retain_grap
         _CACHE.move_to_end(key)
     if tape.freed and not tape.freed.isdisjoint(entry.ops):
         raise RuntimeError(_SECOND_TIME)
-    values, feed = tape.values, []
+    ag.set_hint(program, entry.read)
+    feed = []
     for s in entry.feeds:
         feed.append(values[s] if s >= 0 else seeds[-1 - s])
     if ag._VERSIONS:
@@ -128,6 +136,12 @@ def _run(tape: ag.Tape, targets: list[int], seeds: list, wanted_key, retain_grap
         for s in entry.ops:
             values[s] = None
     return entry, grads
+
+
+def _dropped(tape: ag.Tape, top: int) -> tuple:
+    """The binding slots up to `top` whose values the tape did not keep (released ones are not: those raise)."""
+    values, bindings, freed = tape.values, tape.bindings, tape.freed
+    return tuple(s for s in range(top + 1) if values[s] is None and bindings[s] is not None and s not in freed)
 
 
 def _owned(grads: tuple, feed: list) -> list:
@@ -159,16 +173,17 @@ def _check_versions(tape: ag.Tape, feeds: list[int]) -> None:
                 "(y = x + 1) where a value is still needed by backward, or clone() it first.")
 
 
-def _compile(tape: ag.Tape, targets, seeds, wanted_key, device) -> _Compiled:
+def _compile(tape: ag.Tape, targets, seeds, wanted_key, device, dropped: set) -> _Compiled:
     global compiles
     with paused_gc():
         in_slice = _slice(tape.parts, targets)
         order = sorted(in_slice)
         wanted = _wanted(tape, order, in_slice, wanted_key)
-        step, mod, feeds = _backward_function(tape, order, targets, seeds, wanted, device)
+        step, mod, feeds = _backward_function(tape, order, targets, seeds, wanted, device, dropped)
         compiles += 1
     ops = [s for s in order if tape.bindings[s] is not None]
-    return _Compiled(step, mod, feeds, wanted, ops, frozenset(in_slice))
+    read = frozenset(s for s in feeds if s >= 0) | frozenset(targets)
+    return _Compiled(step, mod, feeds, wanted, ops, frozenset(in_slice), read)
 
 
 def _wanted(tape: ag.Tape, order, in_slice, wanted_key) -> list[int]:
@@ -186,7 +201,7 @@ def _run_recorded(tape: ag.Tape, targets, seeds, wanted_key) -> tuple[list[int],
     if tape.freed and not tape.freed.isdisjoint(s for s in order if tape.bindings[s] is not None):
         raise RuntimeError(_SECOND_TIME)
     wanted = _wanted(tape, order, in_slice, wanted_key)
-    fn, where = _backward_ir(tape, order, targets, seeds, wanted)
+    fn, where = _backward_ir(tape, order, targets, seeds, wanted, set(_dropped(tape, max(targets))))
     mod, feeds = _pruned(ir.transform.DeadCodeElimination()(IRModule({"backward": fn})), where)
     _check_versions(tape, feeds)
     fn = mod["backward"]
@@ -228,9 +243,10 @@ def _evaluate(e, env):
     return apply(e.op, [list(args[0])] if get_op(e.op).tuple_input else args, **e.attrs)
 
 
-def _backward_ir(tape: ag.Tape, order, targets, seeds, wanted):
-    """The backward as IR: Gradient of the slice, forward bindings made parameters (see the module doc);
-    returns the function and, per parameter, where its value comes from (a slot, or -1 - k: seed k)."""
+def _backward_ir(tape: ag.Tape, order, targets, seeds, wanted, dropped: set):
+    """The backward as IR: Gradient of the slice, forward bindings made parameters (see the module doc), but
+    those whose values the tape did not keep (`dropped`), which are recomputed from what it kept; returns the
+    function and, per parameter, where its value comes from (a slot, or -1 - k: seed k)."""
     params = [tape.vars[s] for s in order if tape.bindings[s] is None]
     source = {tape.vars[s]: s for s in order}
     bindings = [tape.bindings[s] for s in order if tape.bindings[s] is not None]
@@ -259,10 +275,14 @@ def _backward_ir(tape: ag.Tape, order, targets, seeds, wanted):
     read = set(free_vars(grads))
     for bd in kept + backward:
         read.update(free_vars(bd.value))
-    new_params, rebuilt = list(adjoint.params), []
-    for bd in forward:
+    new_params, rebuilt, recomputed = list(adjoint.params), [], []
+    for bd in reversed(forward):  # last first: a recomputed value's own inputs are read too
         old = origin[bd.var]
         if bd.var not in read or old not in source:
+            continue
+        if source[old] in dropped:
+            recomputed.append(bd)
+            read.update(free_vars(bd.value))
             continue
         if isinstance(bd.var.type, TupleType):  # a tuple-valued op (split): its fields, fed one by one
             fields = [Var(f"{bd.var.name}_{i}", f) for i, f in enumerate(bd.var.type.fields)]
@@ -272,7 +292,7 @@ def _backward_ir(tape: ag.Tape, order, targets, seeds, wanted):
             rebuilt.append(Binding(bd.var, ir.Tuple(fields)))
         else:
             new_params.append(bd.var)
-    fn = Function(new_params, [Block(rebuilt + kept + backward)], grads)
+    fn = Function(new_params, [Block(rebuilt + recomputed[::-1] + kept + backward)], grads)
     return fn, lambda p: source[origin.get(p, p)]
 
 
@@ -288,9 +308,9 @@ def _pruned(mod: IRModule, where) -> tuple[IRModule, list[int]]:
     return out, [where(p) for p in fn.params]
 
 
-def _backward_function(tape: ag.Tape, order, targets, seeds, wanted, device):
+def _backward_function(tape: ag.Tape, order, targets, seeds, wanted, device, dropped: set):
     """The compiled backward: the backward IR after cleanup() and optimize(), on ir.Executor."""
-    fn, where = _backward_ir(tape, order, targets, seeds, wanted)
+    fn, where = _backward_ir(tape, order, targets, seeds, wanted, dropped)
     mod, feeds = _pruned(ir.transform.optimize()(ir.transform.cleanup()(IRModule({"backward": fn}))), where)
     return Executor(mod, device=device)["backward"], mod, feeds
 

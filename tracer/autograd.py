@@ -119,9 +119,21 @@ class Tape:
         self.freed: set[int] = set()  # binding slots a backward without retain_graph has released
         self.into: Tape | None = None  # merged into that tape, at self.offset
         self.offset = 0
+        # (parts, slots read) of the last backward: while this tape records the same parts, values that
+        # backward never read are not kept (None); a backward that needs one after all recomputes it
+        self.hint = _hint
+
+    def _follows_hint(self, slot: int, part) -> bool:
+        hint = self.hint
+        if slot < len(hint[0]) and hint[0][slot] == part:
+            return True
+        self.hint = None
+        return False
 
     def _param(self, part, var: Var, value) -> int:
         slot = len(self.vars)
+        if self.hint is not None:
+            self._follows_hint(slot, part)
         self.parts.append(part)
         self.vars.append(var)
         self.bindings.append(None)
@@ -151,13 +163,24 @@ class Tape:
     def bound(self, var: Var, part, value) -> int:
         """Give the binding just emitted (defining var) its slot, with its part and eager value."""
         slot = len(self.vars)
+        if self.hint is not None and self._follows_hint(slot, part) and slot not in self.hint[1]:
+            value = None  # the backward compiled for this program does not read it: not kept
         self.parts.append(part)
         self.vars.append(var)
         self.bindings.append(self.builder.bindings[-1])
         self.values.append(value)
         # a buffer the kernel just made has no version yet: only views of older buffers are looked up
-        self.versions.append(0 if type(value) is not tuple and value.base is None else version(value))
+        self.versions.append(0 if value is None or type(value) is not tuple and value.base is None else version(value))
         return slot
+
+
+_hint: tuple | None = None
+
+
+def set_hint(parts: tuple, read: frozenset) -> None:
+    """After a backward: the program it ran (its parts) and the slots it read, for the next tapes to follow."""
+    global _hint
+    _hint = (parts, read)
 
 
 _TYPES: dict[tuple, TensorType] = {}
@@ -211,6 +234,7 @@ def merge(a: Tape, b: Tape) -> Tape:
     """One tape holding both programs (the smaller appended to the larger); returns it."""
     if len(b.vars) > len(a.vars):
         a, b = b, a
+    a.hint = None  # the slots no longer follow any program's order
     off = len(a.vars)
     a.parts.extend([_shifted(p, off) for p in b.parts])
     a.vars += b.vars

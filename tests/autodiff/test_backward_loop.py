@@ -221,3 +221,36 @@ def test_dropout_and_batchnorm_match_the_value_and_grad_step():
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
     for name, v in ref.state_dict().items():
         np.testing.assert_allclose(ours.state_dict()[name], v, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_a_repeated_program_keeps_only_what_its_backward_reads():
+    tracer.autograd.set_hint((), frozenset())  # forget the last backward of an earlier test
+    model = MLP()
+    x, y = _batches("mlp", "float32", steps=1)[0]
+
+    def kept(loss):
+        tape = loss.grad_fn.tape
+        return sum(v is not None for v, b in zip(tape.values, tape.bindings, strict=True) if b is not None)
+    first = F.cross_entropy(model(x), y)
+    n_first = kept(first)
+    first.backward()
+    second = F.cross_entropy(model(x), y)  # the same program: its tape follows the first backward's reads
+    assert kept(second) < n_first
+    model.zero_grad()
+    second.backward()
+    _, ref = autodiff.value_and_grad(lambda a, b: F.cross_entropy(model(a), b), wrt=model.parameters())(x, y)
+    for p, g in zip(model.parameters(), ref, strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), g.numpy(), rtol=1e-5, atol=1e-7)
+    # the same first layer, then another loss: its output, which the cross-entropy backward did not read
+    # (tanh's backward reads tanh's output), was not kept, and is recomputed for the square's gradient
+    model.zero_grad()
+    loss = (model.fc1(x) ** 2).sum()
+    assert loss.grad_fn.tape.values[5] is None  # fc1's output (leaf, permute, input, matmul, leaf, add)
+    loss.backward()
+    ops = [b.value.op for b in next(reversed(autodiff.backward._CACHE.values())).mod["backward"].bindings
+           if hasattr(b.value, "op")]
+    assert ops.count("matmul") == 2  # the weight's gradient, and fc1's output recomputed
+    _, ref = autodiff.value_and_grad(lambda a: (model.fc1(a) ** 2).sum(), wrt=model.parameters())(x)
+    for p, g in zip(model.parameters()[:2], ref[:2], strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), g.numpy(), rtol=1e-5, atol=1e-6)
+    assert model.fc2.weight.grad is None
