@@ -234,7 +234,6 @@ def merge(a: Tape, b: Tape) -> Tape:
     """One tape holding both programs (the smaller appended to the larger); returns it."""
     if len(b.vars) > len(a.vars):
         a, b = b, a
-    a.hint = None  # the slots no longer follow any program's order
     off = len(a.vars)
     a.parts.extend([_shifted(p, off) for p in b.parts])
     a.vars += b.vars
@@ -249,6 +248,11 @@ def merge(a: Tape, b: Tape) -> Tape:
             table.setdefault(k, s + off)
     a.retained.update({s + off: r for s, r in b.retained.items()})
     a.freed.update(s + off for s in b.freed)
+    # the merged slots follow the last backward's program if it began the same way (a forward that starts
+    # two tapes, token and position embeddings, merges them alike every step)
+    hint = _hint
+    n = len(a.parts)
+    a.hint = hint if hint is not None and len(hint[0]) >= n and hint[0][:n] == tuple(a.parts) else None
     b.into, b.offset = a, off
     b.__dict__.update(parts=[], vars=[], bindings=[], values=[], versions=[], leaves={}, leaf_slot={},
                       input_slot={}, retained={}, freed=set(), builder=None)
