@@ -1,4 +1,5 @@
 """Reverse-mode automatic differentiation: the Gradient pass, its VJP rules, and grad/value_and_grad."""
+from . import backward as _backward  # noqa: F401  (installs loss.backward() into tracer)
 from .api import TraceMismatchError, grad, gradcheck, value_and_grad
 from .gradient import Gradient
 from .planner import plan_checkpoints

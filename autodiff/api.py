@@ -180,7 +180,7 @@ class _GradFunction:
     def _key(self, call: pytree.CallTree, args) -> tuple:
         # The tree's structure, and which leaf is which wrt leaf, are part of the signature; any other
         # tensor only by type.
-        frozen = tuple(i for i, t in enumerate(self.leaves) if not getattr(t, "requires_grad", True))
+        frozen = tuple(i for i, t in enumerate(self.leaves) if _frozen(t))
         try:
             return (frozen, call.key, *(_signature(a, self.leaf_index, self.static_scalars) for a in args))
         except TypeError as e:  # an unhashable leaf: name where it is
@@ -297,7 +297,7 @@ class _GradFunction:
         require, slots, unread = [], [], []
         for k, t in enumerate(self.leaves):
             # a frozen parameter (requires_grad_(False)) gets no gradient, as in torch: None
-            params = [p for p in by_identity.get(id(t), []) if p in read] if getattr(t, "requires_grad", True) \
+            params = [p for p in by_identity.get(id(t), []) if p in read] if not _frozen(t) \
                 else None
             if params == []:
                 unread.append(k)  # None as well, if fn can still reach it
@@ -430,6 +430,12 @@ class _GradFunction:
                 return gradients, aux
             return (leaf(value[0]), aux), gradients
         return (leaf(value), gradients) if self.return_value else gradients
+
+
+def _frozen(t) -> bool:
+    """A parameter with requires_grad False gets no gradient (None), as in torch. Any other tensor in wrt is
+    differentiated whether it requires grad or not: wrt names what to differentiate, as in JAX."""
+    return t._is_parameter and not t.requires_grad
 
 
 def _feed_arg(a, param):

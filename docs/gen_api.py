@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "api.md"
 MODULES = ["tracer", "ir", "autodiff", "nn", "nn.functional", "nn.init", "nn.optim", "nn.optim.lr_scheduler", "nn.data",
-           "nn.distributed"]
+           "nn.distributed", "nn.utils"]
 
 
 def public_names(module) -> list[str]:

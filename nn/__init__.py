@@ -1,5 +1,7 @@
 """Models as Python classes: Module, Parameter, layers, losses, functional, init, optim, saving, data."""
-from . import data, distributed, functional, init, optim, param_vector, safetensors
+import autodiff as _autodiff  # noqa: F401  (installs loss.backward(): `import nn` is enough for the torch loop)
+
+from . import data, distributed, functional, init, optim, param_vector, safetensors, utils
 from .activations import ELU, GELU, LeakyReLU, LogSoftmax, Mish, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
 from .attention import MultiheadAttention
 from .checkpoint import checkpoint_sequential
@@ -46,5 +48,5 @@ __all__ = [
     "Module", "Parameter", "StateDictError",
     "CheckpointError", "UnsafeCheckpointError",
     "checkpoint_sequential", "data", "distributed", "functional", "init", "load", "optim", "param_vector",
-    "safetensors", "save",
+    "safetensors", "save", "utils",
 ]

@@ -34,7 +34,8 @@ class Parameter(Tensor):
     ((2, 3), 'float32')
     """
 
-    __slots__ = ("requires_grad",)
+    __slots__ = ()
+    _is_parameter = True  # requires_grad False: frozen (value_and_grad gives None, optimizers skip it)
 
     def __init__(self, data, dtype=None, requires_grad: bool = True):
         if isinstance(data, Tensor):
@@ -46,7 +47,7 @@ class Parameter(Tensor):
         super().__init__(xp.ascontiguousarray(arr))  # Tensor copies: the parameter owns its memory, updated in place
         # a Parameter made inside a trace is still a weight (captured), never a baked-in constant
         self._in_trace = False
-        self.requires_grad = bool(requires_grad)
+        self.requires_grad = bool(requires_grad)  # a leaf whose eager ops are recorded (tracer/autograd.py)
 
     def requires_grad_(self, requires_grad: bool = True) -> Parameter:
         """Freeze (False) or unfreeze the parameter: optimizers leave a frozen parameter alone, as in torch."""
@@ -270,8 +271,9 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Does nothing, on purpose: tracegrad returns gradients from `value_and_grad` instead of accumulating
-        them in `.grad`, so there is nothing to clear. It exists so that torch training loops run unchanged."""
+        """Clear every parameter's `.grad` that backward() accumulated: None (torch's default), or zeros in place
+        with set_to_none=False."""
+        zero_grads(self.parameters(), set_to_none)
 
     def to(self, *args, dtype=None, device=None, non_blocking: bool = False) -> Module:
         """Cast floating-point parameters and buffers to `dtype` and/or move every one to `device` ("cpu" or
@@ -414,6 +416,15 @@ def _end_recording() -> None:
 
 
 add_trace_hooks(_begin_recording, _end_recording)
+
+
+def zero_grads(params, set_to_none: bool = True) -> None:
+    """p.grad = None for each parameter, or (set_to_none=False) its gradient zeroed in place, as torch's zero_grad."""
+    for p in params:
+        if set_to_none:
+            p._grad = None
+        elif p.grad is not None:
+            p.grad._data[...] = 0
 
 
 def check_input(layer: Module, x, dtype: str, what: str = "input"):

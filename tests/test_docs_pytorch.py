@@ -36,6 +36,6 @@ def test_the_table_pairs_pytorch_with_tracegrad_and_names_the_deliberate_differe
     rows = [line for line in TEXT.splitlines() if line.startswith("| `")]
     assert len(rows) >= 25
     assert all(line.count("|") >= 4 for line in rows)
-    for topic in ("Gradients are returned, not accumulated", "Tracing rules", "In-place updates inside a trace",
+    for topic in ("Two ways to get gradients", "An in-place update of a parameter", "Tracing rules", "In-place updates inside a trace",
                   "Dtypes are checked", "batch_first"):
         assert topic in TEXT, topic

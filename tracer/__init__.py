@@ -3,12 +3,16 @@ import numpy as np
 
 from ir.types import check_dtype
 
+from . import (
+    autograd,
+    linalg,  # noqa: F401  (tracer.linalg: torch.linalg's spellings)
+    tensor_grad,
+)
 from . import bitwise as _bitwise
 from . import create as _create
 from . import device as _device
 from . import index_ops as _index_ops
 from . import inplace as _inplace
-from . import linalg  # noqa: F401  (tracer.linalg: torch.linalg's spellings)
 from . import math as _math
 from . import nn_functions as _nn_functions
 from . import products as _products
@@ -20,6 +24,7 @@ from . import view_ops as _view_ops
 from .bitwise import *  # noqa: F401,F403
 from .create import *  # noqa: F401,F403
 from .device import device
+from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .index_ops import *  # noqa: F401,F403
 from .math import (
     abs,
@@ -67,15 +72,16 @@ from .trace import Spec, Traced, checkpoint, guard, spec, trace, trace_function,
 from .view_ops import *  # noqa: F401,F403
 
 
-def tensor(data, dtype=None, device=None) -> Tensor:
+def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A concrete tensor: Python floats become float32, NumPy arrays keep their dtype; `device="cuda"` puts it
-    on the GPU (CuPy), and a CuPy array stays on its GPU unless `device="cpu"`.
+    on the GPU (CuPy), and a CuPy array stays on its GPU unless `device="cpu"`; `requires_grad=True` makes it a
+    leaf whose ops are recorded for backward().
 
     >>> import numpy as np
     >>> tensor([1.0, 2.0]).dtype, tensor(np.zeros(2)).dtype, str(tensor([1.0], device="cpu").device)
     ('float32', 'float64', 'cpu')
     """
-    return _device.place(Tensor(data, dtype), device, "tensor")
+    return tensor_grad.made(_device.place(Tensor(data, dtype), device, "tensor"), requires_grad)
 
 
 def from_numpy(array) -> Tensor:
@@ -97,7 +103,7 @@ def from_numpy(array) -> Tensor:
 def _install_methods():
     tables = (_math.OPERATORS, _math.METHODS, _inplace.METHODS, _shape.OPERATORS, _shape.METHODS,
               _nn_functions.METHODS, _torch_methods.OPERATORS, _torch_methods.METHODS, _bitwise.OPERATORS,
-              _bitwise.METHODS, _special_math.METHODS)
+              _bitwise.METHODS, _special_math.METHODS, tensor_grad.PROPERTIES, tensor_grad.METHODS)
     for table in tables:
         for name, fn in table.items():
             setattr(Tensor, name, fn)
@@ -109,7 +115,8 @@ for _table in (_index_ops.METHODS, _sort_ops.METHODS, _view_ops.METHODS, _produc
         setattr(Tensor, _name, _fn)
 
 __all__ = _shape.__all__ + _nn_functions.__all__ + _create.__all__ + _torch_methods.__all__ + _bitwise.__all__ + [
-    "Spec", "Tensor", "TraceError", "Traced", "abs", "device", "add", "astype", "checkpoint", "cos", "divide", "equal",
+    "Spec", "Tensor", "TraceError", "Traced", "abs", "autograd", "device", "enable_grad", "inference_mode",
+    "is_grad_enabled", "no_grad", "set_grad_enabled", "add", "astype", "checkpoint", "cos", "divide", "equal",
     "from_numpy", "guard", "manual_seed",
     "exp", "gelu", "greater", "greater_equal", "less", "less_equal", "log", "maximum", "minimum", "multiply",
     "negative", "not_equal", "power", "relu", "rsqrt", "sigmoid", "silu", "sin", "spec", "sqrt", "stop_gradient",

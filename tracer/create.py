@@ -23,6 +23,7 @@ from .math import as_tensor, astype
 from .rng import Generator, fresh_seed
 from .shape import _size_args, concat, zeros, zeros_like
 from .tensor import Tensor, active_trace, apply
+from .tensor_grad import made
 
 
 def _seed(fn: str, generator, seed) -> Tensor:
@@ -44,14 +45,15 @@ def _seed(fn: str, generator, seed) -> Tensor:
     return t
 
 
-def _random(op: str, fn: str, size, dtype, generator, seed, device=None, **attrs) -> Tensor:
+def _random(op: str, fn: str, size, dtype, generator, seed, device=None, requires_grad=False, **attrs) -> Tensor:
     shape, dtype = _size_args(fn, size, dtype)
     # drawn where the seed lives (the host), then moved: the same values on every device
-    return place(apply(op, [_seed(fn, generator, seed)], shape=shape, dtype=dtype, **attrs), device, fn)
+    out = place(apply(op, [_seed(fn, generator, seed)], shape=shape, dtype=dtype, **attrs), device, fn)
+    return made(out, requires_grad)
 
 
 def rand(*size, dtype: str | None = None, generator: Generator | None = None, seed: int | None = None,
-         device=None) -> Tensor:
+         device=None, requires_grad: bool = False) -> Tensor:
     """Uniform values in [0, 1): `rand(2, 3)` or `rand((2, 3))`.
 
     >>> import tracer
@@ -59,18 +61,18 @@ def rand(*size, dtype: str | None = None, generator: Generator | None = None, se
     >>> 0.0 <= float(x.min()) and float(x.max()) < 1.0
     True
     """
-    return _random("random.uniform", "rand", size, dtype, generator, seed, device)
+    return _random("random.uniform", "rand", size, dtype, generator, seed, device, requires_grad)
 
 
 def randn(*size, dtype: str | None = None, generator: Generator | None = None, seed: int | None = None,
-          device=None) -> Tensor:
+          device=None, requires_grad: bool = False) -> Tensor:
     """Standard normal values: `randn(2, 3)` or `randn((2, 3))`.
 
     >>> import tracer
     >>> abs(float(tracer.randn(10000, seed=0).mean())) < 0.05
     True
     """
-    return _random("random.normal", "randn", size, dtype, generator, seed, device)
+    return _random("random.normal", "randn", size, dtype, generator, seed, device, requires_grad)
 
 
 def randint(*args, size=None, dtype: str = "int64", generator: Generator | None = None,
@@ -116,10 +118,10 @@ def randint_like(x, low: int = 0, high: int | None = None, *, dtype: str | None 
     return astype(out, dtype)  # whole numbers in x's dtype, as torch.randint_like of a float tensor
 
 
-def empty(*size, dtype: str | None = None, device=None) -> Tensor:
+def empty(*size, dtype: str | None = None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor to be overwritten. tracegrad fills it with zeros, so nothing reads uninitialized memory."""
     shape, dtype = _size_args("empty", size, dtype)
-    return zeros(shape, dtype=dtype, device=device)
+    return zeros(shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def empty_like(x, dtype: str | None = None) -> Tensor:
@@ -127,7 +129,7 @@ def empty_like(x, dtype: str | None = None) -> Tensor:
     return zeros_like(x, dtype)
 
 
-def arange(start, end=None, step=1, *, dtype: str | None = None, device=None) -> Tensor:
+def arange(start, end=None, step=1, *, dtype: str | None = None, device=None, requires_grad: bool = False) -> Tensor:
     """Values from start (inclusive) to end (exclusive) by step; int64 when all three are ints, else float32,
     as torch. Inside a trace it is a constant.
 
@@ -148,23 +150,24 @@ def arange(start, end=None, step=1, *, dtype: str | None = None, device=None) ->
     if dtype in ("int32", "int64"):
         return place(Tensor(np.arange(start, end, step, dtype=dtype)), device, "arange")
     n = max(math.ceil((end - start) / step), 0)
-    return place(Tensor((start + np.arange(n, dtype="float64") * step).astype(dtype)), device, "arange")
+    out = place(Tensor((start + np.arange(n, dtype="float64") * step).astype(dtype)), device, "arange")
+    return made(out, requires_grad)
 
 
-def linspace(start, end, steps: int, *, dtype: str = "float32", device=None) -> Tensor:
+def linspace(start, end, steps: int, *, dtype: str = "float32", device=None, requires_grad: bool = False) -> Tensor:
     """`steps` evenly spaced values from start to end, both included. Inside a trace it is a constant."""
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"linspace: steps must be an int >= 0, got {steps!r}")
     values = np.linspace(start, end, int(steps), dtype="float64").astype(ir.types.check_dtype(dtype, "linspace"))
-    return place(Tensor(values), device, "linspace")
+    return made(place(Tensor(values), device, "linspace"), requires_grad)
 
 
-def eye(n: int, m: int | None = None, *, dtype: str = "float32", device=None) -> Tensor:
+def eye(n: int, m: int | None = None, *, dtype: str = "float32", device=None, requires_grad: bool = False) -> Tensor:
     """The n x m identity matrix (m defaults to n). Inside a trace it is a constant."""
     for name, v in (("n", n), ("m", n if m is None else m)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"eye: {name} must be an int >= 0, got {v!r}")
-    return place(Tensor(np.eye(n, m, dtype=ir.types.check_dtype(dtype, "eye"))), device, "eye")
+    return made(place(Tensor(np.eye(n, m, dtype=ir.types.check_dtype(dtype, "eye"))), device, "eye"), requires_grad)
 
 
 def cat(tensors, axis: int = 0) -> Tensor:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import autograd
 from .device import device_of, move
 from .math import add, as_tensor, astype, divide, floor_divide, multiply, power, remainder, stop_gradient, subtract
 from .tensor import Tensor, TraceError, active_trace, apply
@@ -28,10 +29,12 @@ def write(self: Tensor, value: Tensor, what: str) -> Tensor:
             raise TraceError(f"{what}: a traced value ({self._var.type}) escaped the trace that made it")
         if not self._data.flags.writeable:
             raise ValueError(f"{what}: the tensor's memory is read-only")
+        autograd.check_inplace(self, value)
         data = value._data
         if type(data) is not type(self._data):  # copy_ across devices, as torch's: a copy onto self's device
             data = move(data, device_of(self._data))
         self._data[...] = data
+        autograd.wrote(self, value)
         return self
     if value._var is None or value._trace is not ctx:  # a constant or a captured tensor: give it a name here
         value = apply("broadcast_to", [value], shape=self.shape)

@@ -16,6 +16,7 @@ import numpy as np
 
 from ir.ops.manipulate import broadcasts_to
 
+from . import autograd
 from .device import CPU, device_of, move
 from .indexing import _expand, _new_axes, _plan
 from .math import astype, where
@@ -24,9 +25,10 @@ from .tensor import Tensor, TraceError, active_trace, apply, array_module_of
 
 def setitem(x: Tensor, key, value) -> None:
     """`x[key] = value`; see the module docstring."""
-    if active_trace() is None:
+    if active_trace() is None and not autograd.wants_record(x, value):
         _assign_eager(x, key, value)
-    else:
+        autograd.bump(x._data)
+    else:  # traced, or recorded for backward (x's new value computed out of place, then written into x)
         from .inplace import write  # the in-place machinery records a write to a captured tensor
 
         write(x, updated(x, key, value), "x[key] = value")

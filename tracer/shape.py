@@ -10,6 +10,7 @@ from .device import tensor_device as _device_of
 from .indexing import getitem
 from .math import as_tensor, astype, promote
 from .tensor import Tensor, apply
+from .tensor_grad import made
 
 
 def _ints(value) -> tuple[int, ...]:
@@ -245,7 +246,7 @@ def _size_args(fn: str, args, dtype):
     return tuple(args), dtype or "float32"
 
 
-def zeros(*size, dtype: str | None = None, device=None) -> Tensor:
+def zeros(*size, dtype: str | None = None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of zeros: `zeros(2, 3)`, `zeros((2, 3))`, `zeros((2, 3), "int64")`; inside a trace, a
     `zeros` binding.
 
@@ -254,38 +255,41 @@ def zeros(*size, dtype: str | None = None, device=None) -> Tensor:
     True
     """
     shape, dtype = _size_args("zeros", size, dtype)
-    return place(apply("zeros", [], shape=shape, dtype=dtype), device, "zeros")
+    return made(place(apply("zeros", [], shape=shape, dtype=dtype), device, "zeros"), requires_grad)
 
 
-def ones(*size, dtype: str | None = None, device=None) -> Tensor:
+def ones(*size, dtype: str | None = None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of ones (sizes as for zeros; `device="cuda"` makes it on the GPU)."""
     shape, dtype = _size_args("ones", size, dtype)
-    return place(apply("ones", [], shape=shape, dtype=dtype), device, "ones")
+    return made(place(apply("ones", [], shape=shape, dtype=dtype), device, "ones"), requires_grad)
 
 
-def full(shape, value, dtype: str = "float32", *, device=None) -> Tensor:
+def full(shape, value, dtype: str = "float32", *, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor filled with `value`."""
-    return place(apply("full", [], shape=_ints(shape), fill_value=value, dtype=dtype), device, "full")
+    out = place(apply("full", [], shape=_ints(shape), fill_value=value, dtype=dtype), device, "full")
+    return made(out, requires_grad)
 
 
-def zeros_like(x, dtype: str | None = None) -> Tensor:
+def zeros_like(x, dtype: str | None = None, *, requires_grad: bool = False) -> Tensor:
     """Zeros of x's shape and (by default) dtype."""
     x = as_tensor(x)
-    return apply("zeros_like", [x]) if dtype in (None, x.dtype) else zeros(x.shape, dtype, device=_device_of(x))
+    out = apply("zeros_like", [x]) if dtype in (None, x.dtype) else zeros(x.shape, dtype, device=_device_of(x))
+    return made(out, requires_grad)
 
 
-def ones_like(x, dtype: str | None = None) -> Tensor:
+def ones_like(x, dtype: str | None = None, *, requires_grad: bool = False) -> Tensor:
     """Ones of x's shape and (by default) dtype."""
     x = as_tensor(x)
-    return apply("ones_like", [x]) if dtype in (None, x.dtype) else ones(x.shape, dtype, device=_device_of(x))
+    out = apply("ones_like", [x]) if dtype in (None, x.dtype) else ones(x.shape, dtype, device=_device_of(x))
+    return made(out, requires_grad)
 
 
-def full_like(x, value, dtype: str | None = None) -> Tensor:
+def full_like(x, value, dtype: str | None = None, *, requires_grad: bool = False) -> Tensor:
     """`value` in x's shape and (by default) dtype."""
     x = as_tensor(x)
     if dtype in (None, x.dtype):
-        return apply("full_like", [x], fill_value=value)
-    return full(x.shape, value, dtype, device=_device_of(x))
+        return made(apply("full_like", [x], fill_value=value), requires_grad)
+    return full(x.shape, value, dtype, device=_device_of(x), requires_grad=requires_grad)
 
 
 __all__ = [

@@ -13,6 +13,7 @@ import numpy as np
 import ir
 from ir import Constant, Expr, TensorType, Var, make_call
 from ir.ops import get_op
+from ir.structural import attrs_key
 
 from .device import check_same_device, device_of
 
@@ -90,7 +91,11 @@ class Tensor:
     """
 
     # _weak: a Python number passed to a compiled step, traced as a 0-d input that promotes like the number
-    __slots__ = ("_data", "_var", "_trace", "_name", "_in_trace", "_fresh_seed", "_weak", "__weakref__")
+    # _ag: autograd's record (None; tracer.autograd.LEAF for a leaf that requires grad; the Node of a recorded
+    # result), _grad: what backward() accumulated (tracer/autograd.py)
+    __slots__ = ("_data", "_var", "_trace", "_name", "_in_trace", "_fresh_seed", "_weak", "_ag", "_grad",
+                 "__weakref__")
+    _is_parameter = False  # nn.Parameter: requires_grad False means frozen, for value_and_grad and optimizers
     # __array_ufunc__ / __array_function__ (np.exp(t), ndarray * t, np.sum(t) -> Tensor) and __setitem__ are
     # installed from tracer/numpy_interop.py and tracer/setitem.py
 
@@ -114,6 +119,7 @@ class Tensor:
         # constant; any other trace captures it as a parameter
         self._in_trace = weakref.ref(ctx) if ctx is not None and _var is None else None
         self._fresh_seed = self._weak = False
+        self._ag = self._grad = None
 
     @classmethod
     def wrap(cls, array) -> Tensor:
@@ -121,6 +127,7 @@ class Tensor:
         t = object.__new__(cls)
         t._data, t._var, t._trace, t._name, t._in_trace = array, None, None, "", None
         t._fresh_seed = t._weak = False
+        t._ag = t._grad = None
         return t
 
     @classmethod
@@ -321,21 +328,50 @@ def apply(op_name: str, inputs, **attrs):
     return Tensor.traced(var, ctx, weak)
 
 
+# (op, input shapes and dtypes, attrs key) -> (op, tuple input, normalized attrs, result type): an eager op
+# checks its arguments with the op's inference once per signature, as Builder.call does for emitted IR
+_EAGER: dict[tuple, tuple] = {}
+_EAGER_MAX = 8192
+
+
 def _run_eager(op_name, inputs, attrs):
     op = get_op(op_name)
-    flat = list(inputs[0]) if op.tuple_input else list(inputs)
+    tuple_input = op.tuple_input
+    flat = list(inputs[0]) if tuple_input else list(inputs)
+    tracked = gpu = False
+    sig, arrays = [], []
     for t in flat:
         if t._var is not None:
             raise TraceError(f"{op_name}: a traced value ({t._var.type}) escaped the trace that made it")
-    fake = [Var("x", t.type) for t in flat]
-    call = make_call(op_name, [ir.Tuple(fake)] if op.tuple_input else fake, attrs)
-    arrays = [t._data for t in flat]
+        if t._ag is not None:  # requires grad: recorded below, unless in no_grad()
+            tracked = True
+        d = t._data
+        if type(d) is not np.ndarray:
+            gpu = True
+        arrays.append(d)
+        sig.append((d.shape, d.dtype))
+    key = (op_name, tuple(sig), attrs_key(attrs) if attrs else ())
+    known = _EAGER.get(key)
+    if known is None:
+        fake = [Var("x", t.type) for t in flat]
+        call = make_call(op_name, [ir.Tuple(fake)] if tuple_input else fake, attrs)
+        if len(_EAGER) >= _EAGER_MAX:
+            _EAGER.clear()
+        known = _EAGER[key] = (call.attrs, call.type)
+    attrs = known[0]
     xp = np
-    if any(type(a) is not np.ndarray for a in arrays):  # a CuPy array among them: run there
+    if gpu:  # a CuPy array among them: run there
         check_same_device(op_name, arrays)  # host scalars (0-d) may join, as CPU scalars in torch
         xp = _cupy_module(None)
         arrays = [xp.asarray(a) for a in arrays]
-    out = op.kernel(xp, tuple(arrays), **call.attrs) if op.tuple_input else op.kernel(xp, *arrays, **call.attrs)
+    out = op.kernel(xp, tuple(arrays), **attrs) if tuple_input else op.kernel(xp, *arrays, **attrs)
     if isinstance(out, tuple):
-        return tuple(Tensor.wrap(o) for o in out)
-    return Tensor.wrap(out if type(out) is xp.ndarray else xp.asarray(out))
+        result = tuple(Tensor.wrap(o) for o in out)
+    else:
+        result = Tensor.wrap(out if type(out) is xp.ndarray else xp.asarray(out))
+    if tracked and _autograd.grad_mode.enabled and op.differentiable:
+        _autograd.record(op_name, attrs, known[1], key[2], flat, result, tuple_input)
+    return result
+
+
+from . import autograd as _autograd  # noqa: E402  (it reads Tensor from this module)

@@ -11,6 +11,7 @@ import ir
 from . import math as _m
 from . import shape as _shape
 from .device import CPU, device, device_of, is_device, move, parse, place, tensor_device
+from .grad_mode import is_grad_enabled
 from .math import as_tensor, astype, greater, not_equal, stop_gradient
 from .special_math import div, square
 from .tensor import Tensor, active_trace, apply, array_module_of, dtype_name, to_expr
@@ -21,7 +22,10 @@ _device = device  # `to` and `cuda` take an argument named device, as torch's
 
 
 def detach(self) -> Tensor:
-    """The same values, cut from the gradient (a `grad.stop_gradient` inside a trace)."""
+    """The same values, cut from the gradient: eagerly a tensor that does not require grad sharing self's buffer
+    (as torch's), inside a trace a `grad.stop_gradient`."""
+    if self._var is None and active_trace() is None:
+        return Tensor.wrap(self._data)
     return stop_gradient(self)
 
 
@@ -61,7 +65,7 @@ def to(self, *args, dtype=None, device=None, copy: bool = False, non_blocking: b
     if device is not None:
         y = _to_device(y, parse(device, "to"))
     if copy and y is self and self._var is None:
-        y = Tensor.wrap(self._data.copy())
+        y = clone(self)
     return y
 
 
@@ -69,6 +73,10 @@ def _to_device(x: Tensor, dev: device) -> Tensor:
     if x._var is not None or active_trace() is not None:
         return x
     data = move(x._data, dev)  # an ImportError for "cuda" says CuPy is missing
+    if data is not x._data and x._ag is not None and is_grad_enabled():
+        raise NotImplementedError(f"moving a tensor that requires grad to {dev} is not recorded for backward(); move "
+                                  "the model and the leaves first (model.to(device), tensor(..., device=...)), or "
+                                  "detach() it")
     return x if data is x._data else Tensor.wrap(data)
 
 
@@ -108,6 +116,8 @@ def clone(self) -> Tensor:
     """A copy: writes to it (`y[0] = 1`, `y += 1`) leave `self` alone. Inside a trace values are never
     shared, so it is a new Tensor holding the same value, with no op."""
     ctx = active_trace()
+    if ctx is None and self._ag is not None and is_grad_enabled():  # recorded: the copy's gradient flows to self
+        return apply("astype", [self], dtype=self.dtype)
     if self._var is None and (ctx is None or self._in_trace is not None and self._in_trace() is ctx):
         copy = self._data.copy()
         return Tensor.wrap(copy) if ctx is None else Tensor(copy)  # in a trace, a constant of the copy

@@ -7,7 +7,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from nn.module import zero_grads
 from tracer import Tensor
+from tracer.autograd import bump
 from tracer.tensor import array_module_of
 
 from .groups import is_group_list, make_group, refuse_differentiable
@@ -121,9 +123,12 @@ class Optimizer(ABC):
             return
         object.__setattr__(self, name, value)
 
-    def step(self, grads) -> None:
+    def step(self, grads=None) -> None:
         """Update every parameter in place from `grads`: a list in the order of the parameters, or a
-        dict keyed by the parameters' names; a None gradient skips its parameter."""
+        dict keyed by the parameters' names; with no argument, from each parameter's `.grad` (torch's form:
+        a parameter whose .grad is None is skipped, its state untouched)."""
+        if grads is None:
+            grads = self._dot_grads()
         if type(grads) is not list and isinstance(grads, Mapping):
             grads = self._by_name(grads)
         if isinstance(grads, (Tensor, np.ndarray)) or not hasattr(grads, "__iter__"):
@@ -135,8 +140,7 @@ class Optimizer(ABC):
                              "parameters")
         arrays = []
         for i, (p, g) in enumerate(zip(self.params, grads, strict=True)):
-            # no gradient (unused in the loss) or frozen (requires_grad_(False)): left alone, as in torch
-            if g is None or not getattr(p, "requires_grad", True):
+            if g is None or p._is_parameter and not p.requires_grad:  # frozen or no gradient: left alone, as torch
                 arrays.append(None)
                 continue
             data = p._data
@@ -177,9 +181,19 @@ class Optimizer(ABC):
         return [grads[n] for n in names]
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Does nothing, on purpose: gradients are passed to step(), never accumulated on the parameters,
-        so there is nothing to clear. It exists so that torch training loops run unchanged."""
-        return None
+        """Clear the parameters' `.grad` (what backward() accumulates): None by default, as torch's, or zeros
+        in place with set_to_none=False. Gradients passed to step(grads) are not touched."""
+        zero_grads(self.params, set_to_none)
+
+    def _dot_grads(self) -> list:
+        """[p.grad for p in params] for step(); each parameter's buffer counts a write (a backward recorded
+        before this step and run after it raises, as torch's version counter makes it)."""
+        grads = []
+        for p in self.params:
+            grads.append(p.grad)
+            if p.grad is not None:
+                bump(p._data)
+        return grads
 
     def _temp(self, p, k: int = 0):
         """A scratch array shaped like p (the k-th of its kind), shared by all parameters: updates write

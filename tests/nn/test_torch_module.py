@@ -26,7 +26,7 @@ def test_named_modules_children_and_apply_follow_torch():
     seen = []
     assert net.apply(lambda m: seen.append(type(m).__name__)) is net
     assert seen == ["Conv2d", "BatchNorm2d", "ReLU", "Sequential", "Linear", "Net"]  # children first, as torch
-    assert net.zero_grad() is None and "returns gradients" in nn.Module.zero_grad.__doc__
+    assert net.zero_grad() is None and all(p.grad is None for p in net.parameters())
 
 
 def test_named_modules_match_torch():

@@ -1,7 +1,7 @@
 """A complete, ordinary PyTorch training script (a small CNN with BatchNorm on the bundled digits: model
-class, loss module, optimizer, a DataLoader-style loop, train()/eval()) runs on tracegrad with only its
-import lines changed and the backward()/.grad lines replaced by one value_and_grad call, and reaches the
-accuracy that the same script reaches in torch, within 1%."""
+class, loss module, optimizer, a DataLoader-style loop with zero_grad, loss.backward() and step(),
+train()/eval()) runs on tracegrad with only its import lines changed, and reaches the accuracy that the same
+script reaches in torch, within 1%."""
 import difflib
 import os
 
@@ -71,15 +71,12 @@ logits = model(torch.from_numpy(images[test]))
 accuracy = (logits.argmax(1) == torch.from_numpy(labels[test])).float().mean().item()
 '''
 
-# the only changes: the imports, and backward()/.grad replaced by one value_and_grad call
+# the only changes: the imports
 CHANGES = [
-    ("import torch\n", "import tracer as torch\nimport autodiff\n"),
+    ("import torch\n", "import tracer as torch\n"),
     ("import torch.nn as nn\n", "import nn\n"),
     ("import torch.nn.functional as F\n", "from nn import functional as F\n"),
     ("from torch import optim\n", "from nn import optim\n"),
-    ("        loss = criterion(model(xb), yb)\n        loss.backward()\n        optimizer.step()\n",
-     "        loss, grads = autodiff.value_and_grad(lambda x, y: criterion(model(x), y), wrt=model.parameters())(xb, yb)\n"
-     "        optimizer.step(grads)\n"),
 ]
 
 
@@ -91,20 +88,20 @@ def tracegrad_script() -> str:
     return script
 
 
-def test_only_imports_and_the_backward_lines_differ():
+def test_only_the_import_lines_differ():
     diff = [line for line in difflib.unified_diff(TORCH_SCRIPT.splitlines(), tracegrad_script().splitlines(),
                                                   lineterm="", n=0) if line[:1] in "+-" and line[:3] not in ("+++", "---")]
     removed = [line[1:].strip() for line in diff if line[0] == "-"]
     added = [line[1:].strip() for line in diff if line[0] == "+"]
     assert removed == ["import torch", "import torch.nn as nn", "import torch.nn.functional as F",
-                       "from torch import optim", "loss = criterion(model(xb), yb)", "loss.backward()",
-                       "optimizer.step()"]
-    assert [a for a in added if not a.startswith(("import", "from"))] == [
-        "loss, grads = autodiff.value_and_grad(lambda x, y: criterion(model(x), y), wrt=model.parameters())(xb, yb)",
-        "optimizer.step(grads)"]
+                       "from torch import optim"]
+    assert all(a.startswith(("import", "from")) for a in added)
 
 
 def _run(script: str, epochs: int) -> dict:
+    # torch.manual_seed(0) in the script seeds tracegrad's dropout; its weight initialisation draws from
+    # nn.init's generator, seeded here so the run does not depend on what earlier tests initialised
+    nn.init.manual_seed(0)
     scope = {"DIGITS": DIGITS, "EPOCHS": epochs, "__name__": "digits_script"}
     exec(compile(script, "digits_script.py", "exec"), scope)
     return scope
