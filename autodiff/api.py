@@ -9,10 +9,14 @@ in a module. docs/design.md, "What a compiled step sees", states the rules.
 from __future__ import annotations
 
 import functools
+import inspect
+import math
 import operator
 import os
 import warnings
+import weakref
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +33,7 @@ from tracer.tensor import active_trace, to_expr
 from tracer.trace import Spec, Traced, arg_type, is_scalar_input, trace_function
 
 from . import pytree
-from .gradient import Gradient
+from .gradient import Gradient, _carries_gradient
 from .planner import parse_budget, plan_checkpoints
 
 
@@ -60,9 +64,15 @@ def _flatten_wrt(wrt):
 
 
 def _check_argnums(argnums) -> tuple[int, ...]:
-    nums = (argnums,) if not isinstance(argnums, tuple) else argnums
-    if not nums or not all(type(a) is int and a >= 0 for a in nums) or len(set(nums)) != len(nums):
-        raise TypeError(f"argnums must be a non-negative int or a tuple of distinct ones, got {argnums!r}")
+    """argnums as JAX takes them: an int (a NumPy integer too) or a sequence of ints, negative ones counting
+    from the last positional argument (resolved per call, see `_resolve_argnums`)."""
+    seq = isinstance(argnums, (tuple, list))
+    nums = tuple(argnums) if seq else (argnums,)
+    if not nums or any(isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)) for a in nums):
+        raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
+    nums = tuple(int(a) for a in nums)
+    if len(set(nums)) != len(nums):
+        raise TypeError(f"argnums must not repeat an index, got {argnums!r}")
     return nums
 
 
@@ -81,6 +91,7 @@ class _Compiled:
     n_fields: int  # the result's fields at the top of the returned tuple (2 with has_aux, else 1)
     inputs: list[int]  # positions of the leaves fed as parameters (tensors, Python numbers as inputs)
     rebuild: object  # the gradients (one per wrt leaf or argnums leaf) in the structure handed back
+    objects: tuple = ()  # (leaf position, reference) per object leaf keyed by id: the object itself must be back
 
     def __post_init__(self):
         self.step = self.executor["main_adjoint"]  # the compiled adjoint, looked up once
@@ -103,7 +114,7 @@ class _GradFunction:
                             f"identity, argnums the positions of the arguments to differentiate, as in JAX); got "
                             f"{'neither' if wrt is None else 'both'}")
         self.argnums = None if argnums is None else _check_argnums(argnums)
-        self.int_argnums = isinstance(argnums, int)
+        self.int_argnums = argnums is not None and not isinstance(argnums, (tuple, list))
         self.leaves, self.rebuild, self.labels = _flatten_wrt(() if wrt is None else wrt)
         for i, t in enumerate(self.leaves):
             if not isinstance(t, Tensor):
@@ -149,6 +160,8 @@ class _GradFunction:
         entries = self.cache.get(key, ())
         compiled, feed = None, None
         for c in entries:
+            if c.objects and not all(ref() is args[i] for i, ref in c.objects):
+                continue  # an object leaf died and another took its address: what c baked from it is not this
             if not c.guards or all(getter() == value for getter, value in c.guards):
                 feed = self._resolve(c, call, args)
                 if feed is not None:
@@ -169,6 +182,8 @@ class _GradFunction:
     def _remember(self, key, compiled: _Compiled) -> None:
         """Cache compiled first under key; beyond _CACHE_ENTRIES traces, the least recently used go."""
         entries = self.cache.setdefault(key, [])
+        # a trace of an object that died can never be replayed again: drop it
+        entries[:] = [c for c in entries if all(ref() is not None for _, ref in c.objects)]
         self.cache.move_to_end(key)
         entries.insert(0, compiled)
         while sum(len(v) for v in self.cache.values()) > _CACHE_ENTRIES:
@@ -183,9 +198,13 @@ class _GradFunction:
         frozen = tuple(i for i, t in enumerate(self.leaves) if _frozen(t))
         try:
             return (frozen, call.key, *(_signature(a, self.leaf_index, self.static_scalars) for a in args))
-        except TypeError as e:  # an unhashable leaf: name where it is
-            bad = next(i for i, a in enumerate(args) if not _hashable_leaf(a))
-            raise TypeError(f"grad: argument {call.paths()[bad]} is {e}") from None
+        except TypeError:  # an unhashable leaf, or an iterator: name where it is
+            for path, a in zip(call.paths(), args, strict=True):
+                try:
+                    _signature(a, self.leaf_index, self.static_scalars)
+                except TypeError as e:
+                    raise TypeError(f"grad: argument {path} is {e}") from None
+            raise
 
     def _trace(self, call: pytree.CallTree, args) -> Traced:
         """Trace fn, its Python-number arguments as inputs; if fn needs one as a Python value (a shape, a
@@ -258,7 +277,7 @@ class _GradFunction:
         return _Compiled(mod, executor, _with_writes(traced, self.has_aux), traced.out_tree, slots,
                          traced.guards, None if sources.missing else sources,
                          self._leaf_routes(traced.captured, fresh), fresh, traced.writes,
-                         2 if self.has_aux else 1, traced.inputs, rebuild)
+                         2 if self.has_aux else 1, traced.inputs, rebuild, _object_refs(args))
 
     def _differentiate(self, traced, call: pytree.CallTree, args):
         """Gradient and clean-up of a trace: (module, per gradient handed back the indices of the parameters
@@ -289,9 +308,10 @@ class _GradFunction:
             by_identity.setdefault(id(a), []).append(p)
         for t, p in zip(traced.captured, source["main"].params[len(arg_params):], strict=True):
             by_identity.setdefault(id(t), []).append(p)
-        # read: used by a binding or the result, or written in place (x[...] = v: in the graph, as in torch)
+        # read: on a differentiable path to the loss (torch's graph: not only through aux, stop_gradient or an
+        # integer op such as argmax), or written in place (x[...] = v: zeros)
         every = source["main"].params
-        read = _read_vars(source["main"]) | {
+        read = _connected(source["main"]) | {
             every[traced.inputs.index(i)] if kind == "arg" else every[len(arg_params) + i]
             for kind, i, _ in traced.writes if kind != "attr"}  # attr: a module attribute bound in forward
         require, slots, unread = [], [], []
@@ -328,11 +348,16 @@ class _GradFunction:
     def _argnum_targets(self, call: pytree.CallTree, args, param_of: dict):
         """require_grads, slots and the rebuild for argnums: every leaf of those arguments, positionally."""
         shown = self.argnums[0] if self.int_argnums else self.argnums
-        if max(self.argnums) >= len(call.args):
-            raise ValueError(f"argnums={shown} but the step was called with {len(call.args)} positional arguments")
+        n = len(call.args)
+        if not all(-n <= a < n for a in self.argnums):
+            raise ValueError(f"argnums={shown} but the step was called with {n} positional arguments"
+                             + (" (keyword arguments have no position: pass them positionally)" if call.kwargs else ""))
+        argnums = tuple(a % n for a in self.argnums)  # negative: from the last, as in JAX
+        if len(set(argnums)) != len(argnums):
+            raise ValueError(f"argnums={shown} names the same argument twice among {n} positional arguments")
         paths = call.paths()
         require, slots = [], []
-        for a in self.argnums:
+        for a in argnums:
             for i in call.span(a):
                 if args[i] is None:  # an empty subtree, as in JAX: None in the gradients too
                     slots.append(())
@@ -347,7 +372,7 @@ class _GradFunction:
                                     "gradient: pass it as an array")
                 require.append(param_of[i])
                 slots.append((len(require) - 1,))
-        trees = [call.args[a] for a in self.argnums]
+        trees = [call.args[a] for a in argnums]
 
         def rebuild(gs):
             it = iter(gs)
@@ -421,9 +446,16 @@ class _GradFunction:
     def _assemble(self, value, grads, slots, rebuild, out_tree, leaf):
         """The user's result: gradients in the structure of wrt (or of the argnums arguments), None where a
         slot is empty, and the value (with aux in fn's structure); `leaf` turns each result into a Tensor."""
-        gradients = rebuild([
-            leaf(grads[s[0]] if len(s) == 1 else functools.reduce(operator.add, [grads[i] for i in s])) if s
-            else None for s in slots])
+        handed: set[int] = set()  # a tensor twice in wrt: the second gets a copy (each a buffer of its own)
+
+        def one(s):
+            if len(s) != 1:
+                return functools.reduce(operator.add, [grads[i] for i in s])
+            if s[0] in handed and leaf is not _traced_leaf:
+                return grads[s[0]].copy()
+            handed.add(s[0])
+            return grads[s[0]]
+        gradients = rebuild([leaf(one(s)) if s else None for s in slots])
         if self.has_aux:
             aux = pytree.rebuild_aux(value[1], out_tree, leaf)
             if not self.return_value:
@@ -451,12 +483,26 @@ def _traced_leaf(t):
     return t  # results made inside a trace are Tensors already
 
 
-def _read_vars(fn: ir.Function) -> set:
-    """The variables fn's bindings and result use."""
-    used = set(ir.free_vars(fn.body))
-    for b in fn.bindings:
-        used.update(ir.free_vars(b.value))
-    return used
+def _connected(fn: ir.Function) -> set:
+    """The variables whose gradient is not None. First those the loss (fn's result, or its first field)
+    depends on through floating-point values: torch's autograd graph of the loss, so a variable read only for
+    aux, through stop_gradient (detach), or through an integer or boolean value (argmax, a comparison) is not
+    in it; zeros_like and its kin keep their input in the graph (dropout(p=1) is one, and torch's is x * 0).
+    Then, as zeros, those read by a computation whose result nothing uses: the trace of a nested derivative
+    that simplified to a constant (d/dx of d/dx x), where torch's create_graph would keep them in the graph."""
+    body = fn.body
+    target = body.fields[0] if isinstance(body, ir.Tuple) else body
+    reach = {target} if isinstance(target, ir.Var) else set()
+    live = set(ir.free_vars(body))
+    for bd in reversed(fn.bindings):
+        if bd.var in reach and not (isinstance(bd.value, ir.Call) and bd.value.op == "grad.stop_gradient"):
+            reach.update(v for v in ir.free_vars(bd.value) if _carries_gradient(v.type))
+        if bd.var in live:
+            live.update(ir.free_vars(bd.value))
+    for bd in fn.bindings:
+        if bd.var not in live:  # dead: read, as before this rule (zeros)
+            reach.update(ir.free_vars(bd.value))
+    return reach
 
 
 def _differentiable(a) -> str | None:
@@ -467,16 +513,6 @@ def _differentiable(a) -> str | None:
     if t is not None:
         return None if t.is_float else f"{'a Tensor' if isinstance(a, Tensor) else 'an array'} of dtype {t.dtype}"
     return f"a Python {type(a).__name__}" if isinstance(a, (int, bool, str)) else f"a {type(a).__name__}"
-
-
-def _hashable_leaf(a) -> bool:
-    if arg_type(a) is not None or isinstance(a, Spec) or type(a).__hash__ is object.__hash__:
-        return True
-    try:
-        hash(a)
-    except TypeError:
-        return False
-    return True
 
 
 def _describe_leaf(t: Tensor) -> str:
@@ -495,14 +531,36 @@ def _signature(a, leaf_index: dict[int, int], static_scalars: bool):
     if not static_scalars and is_scalar_input(a):
         return ("scalar", type(a).__name__)
     if type(a).__hash__ is object.__hash__:
-        # an object equal only to itself (a model): by id, so the cache does not keep it alive; a new object
-        # at a reused address is checked like any other, through what the step finds in it
+        if isinstance(a, Iterator):
+            kind = "a generator" if inspect.isgenerator(a) else f"an iterator ({type(a).__name__})"
+            raise TypeError(f"{kind}: fn would consume it, and a compiled step cannot see what it yields on a later "
+                            "call; pass a list or tuple (list(it)) instead")
+        # an object equal only to itself (a model): by id, so the cache does not keep it alive; each trace
+        # holds a weak reference to it (_object_refs), so that a new object at a reused address traces again
         return ("object", type(a).__qualname__, id(a))
     try:
         hash(a)
     except TypeError:
         raise TypeError(f"{a!r}, neither a tensor nor a hashable Python value") from None
+    if type(a) is float or isinstance(a, np.floating):  # a baked number: -0.0 == 0.0, but copysign tells them apart
+        return ("py", type(a).__name__, a, math.copysign(1.0, a))
     return ("py", type(a).__name__, a)
+
+
+def _object_refs(args) -> tuple:
+    """(position, reference) for each leaf `_signature` keys by id. Python values the trace read from such an
+    object (a NumPy array or a number on it) are baked in, so the step must be replayed only for the object
+    itself, never for a new one that took a dead one's address. A weak reference where Python allows (the
+    cache keeps no model alive), else the object itself."""
+    refs = []
+    for i, a in enumerate(args):
+        if arg_type(a) is None and not isinstance(a, Spec) and not is_scalar_input(a) and \
+                type(a).__hash__ is object.__hash__:
+            try:
+                refs.append((i, weakref.ref(a)))
+            except TypeError:
+                refs.append((i, lambda o=a: o))
+    return tuple(refs)
 
 
 def _distinct(value, seen: set[int]):
@@ -533,15 +591,47 @@ def _unshared(value, fed: set[int]):
     return value
 
 
+def _buffer(a):
+    """The id of the memory a's values live in (a view: its base's), or None for a number."""
+    data = a._data if isinstance(a, Tensor) else a
+    if not hasattr(data, "base") or not hasattr(data, "shape"):
+        return None
+    return id(data if data.base is None else _owner(data))
+
+
 def _refuse_aliased_writes(c: _Compiled, call: pytree.CallTree, args, captured) -> None:
-    """A tensor passed as an argument that fn also writes as a captured tensor: eagerly, fn reads the write
-    through the argument; compiled, the argument is a separate input. Refuse rather than differ."""
-    written = {id(captured[i]) for kind, i, _ in c.writes if kind == "captured"}
-    for i, a in enumerate(args):
-        if id(a) in written:
-            raise ValueError(f"argument {call.paths()[i]} is the same tensor that fn writes in place (as a tensor "
-                             "it captures): a compiled step cannot alias the two; pass a copy (x.clone()) or write "
-                             "through the argument")
+    """fn writes a tensor in place that it can also read by another route: an argument that is a captured
+    tensor too, or the same tensor (or memory) at two argument leaves (`step([t, t])`, `step((x, x[:2]))`).
+    Eagerly fn reads the write through the other route; compiled, each route is an input of its own that
+    keeps the old values. Refuse rather than differ."""
+    paths = None
+    written: dict[int, str] = {}  # buffer -> the route fn writes it through
+    for kind, i, _ in c.writes:
+        if kind == "attr":
+            continue
+        target = args[i] if kind == "arg" else captured[i]
+        if kind == "arg":
+            paths = paths or call.paths()
+        where = f"argument {paths[i]}" if kind == "arg" else f"the tensor it captures ({_describe(target)})"
+        written.setdefault(_buffer(target), where)
+    written.pop(None, None)
+    if not written:
+        return
+    paths = paths or call.paths()
+    routes = [(f"argument {paths[i]}", a) for i, a in enumerate(args)] + \
+        [(f"the tensor it captures ({_describe(t)})", t) for k, t in enumerate(captured) if not c.fresh[k]]
+    seen: dict[int, str] = {}
+    for where, a in routes:
+        buf = _buffer(a)
+        if buf not in written:
+            continue
+        other = seen.setdefault(buf, where)
+        if other != where:
+            first, second = (other, where) if written[buf] == other else (where, other)
+            raise ValueError(
+                f"grad: {second} is the same tensor that fn writes in place as {first} (or shares its buffer, a "
+                "view): eagerly fn would read the write through it, a compiled step feeds each as an input of its "
+                "own. Pass a copy (x.clone()) of one of them, or read and write through the same one")
 
 
 def _with_writes(traced: Traced, has_aux: bool) -> IRModule:

@@ -55,7 +55,7 @@ class Optimizer(ABC):
         self.params: list = []
         self.state: list[dict] = []
         self._group_of: list[int] = []  # the group of each parameter
-        self.skipped: list[int] = []  # steps at which each parameter had no gradient (its own step is the rest)
+        self.skipped: list[int] = []  # steps without a gradient or before it was added (its own step: the rest)
         self.step_count = 0
         self._scratch: dict = {}  # (array module, dtype, k) -> a flat buffer as large as the largest parameter
         self._views: dict = {}  # (array type, dtype, k, shape) -> that buffer's view in the shape
@@ -95,7 +95,7 @@ class Optimizer(ABC):
         n = len(group["params"])
         self._group_of += [len(self.param_groups)] * n
         self.state += [{} for _ in range(n)]
-        self.skipped += [0] * n
+        self.skipped += [self.step_count] * n  # added after some steps (add_param_group): its own count from 0
         self.param_groups.append(group)
         return names
 
