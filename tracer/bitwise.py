@@ -7,7 +7,7 @@ floating operand is a TypeError naming the op, the same eagerly and inside a tra
 >>> import tracer
 >>> m = tracer.tensor([True, False, True])
 >>> (~m).numpy().tolist(), (m & tracer.tensor([True, True, False])).numpy().tolist()
-([False, True, False], [False, False, True])
+([False, True, False], [True, False, False])
 """
 from __future__ import annotations
 

@@ -69,7 +69,8 @@ def test_stress_views_containers_swaps_and_forward_state_against_eager():
         batch = {"x": x, "pair": (target, shift) if as_tuple else [target, shift]}
         scale = float(rng.uniform(0.5, 2.0))
         value, grads = step(batch, scale=scale)
-        eager = eager_fn({"x": tracer.tensor(x), "pair": (tracer.tensor(target), shift)}, scale)
+        with tracer.no_grad():  # the twin runs eagerly, unrecorded (its state stays deep-copyable, as in torch)
+            eager = eager_fn({"x": tracer.tensor(x), "pair": (tracer.tensor(target), shift)}, scale)
         np.testing.assert_allclose(float(value), float(eager), rtol=1e-5, atol=1e-6)
         # the module state the forward wrote is concrete and the eager value
         np.testing.assert_allclose(net.last.numpy(), twin.last.numpy(), rtol=1e-5, atol=1e-6)

@@ -222,5 +222,7 @@ def test_data_inside_a_compiled_step():
     def writes(x):
         lin.weight.data.mul_(0.5)
         return lin(x).sum()
-    with pytest.raises(tracer.TraceError, match="view"):
+    # refused either as a write to a view (TraceError) or as a write to a buffer fn also reads as another
+    # captured tensor (ValueError): both name the view
+    with pytest.raises((tracer.TraceError, ValueError), match="view"):
         autodiff.value_and_grad(writes, wrt=lin.parameters())(x)
