@@ -21,6 +21,7 @@ from . import sort_ops as _sort_ops
 from . import special_math as _special_math
 from . import torch_methods as _torch_methods
 from . import view_ops as _view_ops
+from .attention import scaled_dot_product_attention
 from .bitwise import *  # noqa: F401,F403
 from .create import *  # noqa: F401,F403
 from .device import device
@@ -124,5 +125,6 @@ __all__ = _shape.__all__ + _nn_functions.__all__ + _create.__all__ + _torch_meth
     "subtract", "tanh", "tensor", "trace", "trace_function", "unflatten_output", "where",
 ] + [n for n in _special_math.__all__ if n not in _torch_methods.__all__]
 __all__ += _index_ops.__all__ + _sort_ops.__all__ + _view_ops.__all__ + _products.__all__
+__all__ += ["scaled_dot_product_attention"]
 
 _torch_methods.adopt_torch_names(Tensor, globals(), __all__)  # dim=/keepdim= beside axis=/keepdims=

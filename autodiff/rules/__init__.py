@@ -1,5 +1,6 @@
 """VJP rules, one file per op family (the same families as ir/ops)."""
 from . import (  # noqa: F401
+    attention,
     binary_math,
     conv,
     create,

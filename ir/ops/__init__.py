@@ -1,5 +1,6 @@
 """Op families; importing this package registers every op."""
 from . import (  # noqa: F401
+    attention,
     binary_math,
     bitwise,
     conv,

@@ -11,7 +11,7 @@ import numpy as np
 from tracer import Tensor
 from tracer.tensor import array_module_of
 
-from .param_vector import parameters_to_vector, vector_to_parameters  # torch.nn.utils's too
+from ..param_vector import parameters_to_vector, vector_to_parameters  # torch.nn.utils's too
 
 
 def _grads(parameters) -> list:
