@@ -1,4 +1,4 @@
-"""VJP rules of the conv family: conv2d, pooling, and their backward helpers.
+"""VJP rules of the conv family: conv2d, conv3d, pooling, and their backward helpers.
 
 conv2d is bilinear in (data, weight) and the pooling gradients are linear in the output gradient,
 so every backward helper has a VJP made of the same few ops: second-order gradients work.
@@ -16,39 +16,51 @@ def _attrs(call, names):
     return {k: call.attrs[k] for k in names}
 
 
-# ---------------------------------------------------------------- conv2d
+# ---------------------------------------------------------------- conv2d, conv3d
 
 
+def _conv_ops(call):
+    """(conv, input_backward, weight_backward) of the call's dimensionality."""
+    nd = "3d" if "conv3d" in call.op else "2d"
+    return f"nn.conv{nd}", f"grad.conv{nd}_input_backward", f"grad.conv{nd}_weight_backward"
+
+
+@register_vjp("nn.conv3d")
 @register_vjp("nn.conv2d")
 def nn_conv2d_vjp(b, call, out, g):
-    """Forward: y = conv2d(data, weight)
+    """Forward: y = conv2d(data, weight) (conv3d alike)
     Backward: ddata = conv2d_input_backward(g, weight), dweight = conv2d_weight_backward(g, data)"""
     data, weight = call.args
+    _, input_backward, weight_backward = _conv_ops(call)
     attrs = _attrs(call, _CONV)
-    return [b.call("grad.conv2d_input_backward", g, weight, input_shape=data.type.shape, **attrs),
-            b.call("grad.conv2d_weight_backward", g, data, weight_shape=weight.type.shape, **attrs)]
+    return [b.call(input_backward, g, weight, input_shape=data.type.shape, **attrs),
+            b.call(weight_backward, g, data, weight_shape=weight.type.shape, **attrs)]
 
 
+@register_vjp("grad.conv3d_input_backward")
 @register_vjp("grad.conv2d_input_backward")
 def grad_conv2d_input_backward_vjp(b, call, out, g):
-    """Forward: y = conv2d_input_backward(output_grad, weight) (the adjoint of conv2d(., weight))
+    """Forward: y = conv2d_input_backward(output_grad, weight) (the adjoint of conv2d(., weight); the transposed conv)
     Backward: doutput_grad = conv2d(g, weight), dweight = conv2d_weight_backward(output_grad, g)"""
     output_grad, weight = call.args
+    conv, _, weight_backward = _conv_ops(call)
     attrs = _attrs(call, _CONV)
     # <g, y> = <conv2d(g, weight), output_grad>, bilinear in (g, weight)
-    return [b.call("nn.conv2d", g, weight, **attrs),
-            b.call("grad.conv2d_weight_backward", output_grad, g, weight_shape=weight.type.shape, **attrs)]
+    return [b.call(conv, g, weight, **attrs),
+            b.call(weight_backward, output_grad, g, weight_shape=weight.type.shape, **attrs)]
 
 
+@register_vjp("grad.conv3d_weight_backward")
 @register_vjp("grad.conv2d_weight_backward")
 def grad_conv2d_weight_backward_vjp(b, call, out, g):
     """Forward: y = conv2d_weight_backward(output_grad, data) (the adjoint of conv2d(data, .))
     Backward: doutput_grad = conv2d(data, g), ddata = conv2d_input_backward(output_grad, g)"""
     output_grad, data = call.args
+    conv, input_backward, _ = _conv_ops(call)
     attrs = _attrs(call, _CONV)
     # <g, y> = <conv2d(data, g), output_grad>, bilinear in (data, g)
-    return [b.call("nn.conv2d", data, g, **attrs),
-            b.call("grad.conv2d_input_backward", output_grad, g, input_shape=data.type.shape, **attrs)]
+    return [b.call(conv, data, g, **attrs),
+            b.call(input_backward, output_grad, g, input_shape=data.type.shape, **attrs)]
 
 
 # ---------------------------------------------------------------- pooling
@@ -91,3 +103,6 @@ def grad_avg_pool2d_backward_vjp(b, call, out, g):
     """Forward: y = avg_pool2d_backward(output_grad) (the adjoint of avg_pool2d, linear)
     Backward: doutput_grad = avg_pool2d(g)"""
     return [b.call("nn.avg_pool2d", g, **_attrs(call, _AVG))]
+
+
+from . import resample  # noqa: E402,F401  (padding's rules; importing conv registers them)

@@ -1,10 +1,12 @@
-"""2-D convolution and pooling (NCHW data, OIHW weights), with the backward helpers the VJPs emit.
+"""2-D and 3-D convolution and 2-D pooling (NCHW / NCDHW data, OIHW / OIDHW weights), with the backward
+helpers the VJPs emit (conv*_input_backward is also the transposed convolution: nn.ConvTranspose).
 
 Every kernel works on a strided window view of the padded input, shape (N, C, Ho, Wo, kh, kw),
 made by as_strided without copying: convolution is then one (batched) matmul over im2col columns,
 pooling one reduction over the last two axes. Scattering back (the input gradients) loops over the
-kh * kw kernel offsets, each a vectorized strided slice-add, never over pixels.
-Padding is (top, left, bottom, right), as Relax writes it.
+kh * kw kernel offsets, each a vectorized strided slice-add, never over pixels. The helpers take any
+number of spatial axes. Padding is every axis's before, then every axis's after: (top, left, bottom,
+right) in 2-D, (front, top, left, back, bottom, right) in 3-D, as Relax writes it.
 """
 from __future__ import annotations
 
@@ -17,22 +19,25 @@ from .registry import Attr, declare, tensor_arg
 _WINDOW_ATTRS = (Attr("strides", "ints", (1, 1)), Attr("padding", "ints", (0, 0, 0, 0)),
                  Attr("dilation", "ints", (1, 1)))
 _CONV_ATTRS = _WINDOW_ATTRS + (Attr("groups", "int", 1),)
+_CONV3D_ATTRS = (Attr("strides", "ints", (1, 1, 1)), Attr("padding", "ints", (0,) * 6),
+                 Attr("dilation", "ints", (1, 1, 1)), Attr("groups", "int", 1))
 _POOL_ATTRS = (Attr("pool_size", "ints"),) + _WINDOW_ATTRS + (Attr("ceil_mode", "bool", False),)
 
 # ---------------------------------------------------------------- shapes
 
 
-def _check_window_attrs(op, strides, padding, dilation):
-    for name, value, n, low in (("strides", strides, 2, 1), ("padding", padding, 4, 0), ("dilation", dilation, 2, 1)):
+def _check_window_attrs(op, strides, padding, dilation, nd=2):
+    for name, value, n, low in (("strides", strides, nd, 1), ("padding", padding, 2 * nd, 0),
+                                ("dilation", dilation, nd, 1)):
         if len(value) != n or any(v < low for v in value):
             raise op.error(f"{name} must be {n} integers >= {low}, got {list(value)}")
 
 
 def _out_hw(op, hw, kernel, strides, padding, dilation, what="data"):
-    out = []
+    out, nd = [], len(hw)
     for i, (size, k) in enumerate(zip(hw, kernel, strict=True)):
         span = dilation[i] * (k - 1) + 1
-        padded = size + padding[i] + padding[i + 2]
+        padded = size + padding[i] + padding[i + nd]
         if padded < span:
             raise op.error(f"the {span}-wide (dilated) window does not fit argument {what} of spatial shape "
                            f"{tuple(hw)} padded by {list(padding)}")
@@ -40,22 +45,23 @@ def _out_hw(op, hw, kernel, strides, padding, dilation, what="data"):
     return tuple(out)
 
 
-def conv2d_shape(op, data_shape, weight_shape, strides, padding, dilation, groups):
-    """The output shape of conv2d, or an IRError naming the argument that does not fit."""
-    _check_window_attrs(op, strides, padding, dilation)
-    if len(data_shape) != 4 or len(weight_shape) != 4:
-        raise op.error(f"data must be NCHW and weight OIHW (4-d), got data {tuple(data_shape)} and "
+def conv_shape(op, data_shape, weight_shape, strides, padding, dilation, groups, nd=2):
+    """The output shape of conv2d (nd=2) or conv3d (nd=3), or an IRError naming the argument that does not fit."""
+    _check_window_attrs(op, strides, padding, dilation, nd)
+    layout = "NCHW and weight OIHW" if nd == 2 else "NCDHW and weight OIDHW"
+    if len(data_shape) != nd + 2 or len(weight_shape) != nd + 2:
+        raise op.error(f"data must be {layout} ({nd + 2}-d), got data {tuple(data_shape)} and "
                        f"weight {tuple(weight_shape)}")
-    n, c, h, w = data_shape
-    o, cg, kh, kw = weight_shape
+    n, c = data_shape[:2]
+    o, cg = weight_shape[:2]
     if groups < 1 or c % groups or o % groups:
         raise op.error(f"groups={groups} must divide the {c} input and {o} output channels")
     if cg * groups != c:
         raise op.error(f"weight of shape {tuple(weight_shape)} expects {cg * groups} input channels "
                        f"(groups={groups}), data of shape {tuple(data_shape)} has {c}")
-    if kh < 1 or kw < 1:
+    if min(weight_shape[2:]) < 1:
         raise op.error(f"weight of shape {tuple(weight_shape)} has an empty kernel")
-    return (n, o) + _out_hw(op, (h, w), (kh, kw), strides, padding, dilation)
+    return (n, o) + _out_hw(op, data_shape[2:], weight_shape[2:], strides, padding, dilation)
 
 
 def pool2d_shape(op, data_shape, pool_size, strides, padding, dilation, ceil_mode):
@@ -99,49 +105,58 @@ def window_taps(size, k, stride, before, dilation, out, include_pad, after=0):
 
 
 def _pad(xp, x, padding, value=0):
-    top, left, bottom, right = padding
     if not any(padding):
         return x
-    return xp.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=value)
+    nd = len(padding) // 2
+    widths = ((0, 0), (0, 0)) + tuple((padding[i], padding[i + nd]) for i in range(nd))
+    return xp.pad(x, widths, constant_values=value)
 
 
 def _windows(xp, padded, kernel, strides, dilation, out_hw):
-    """A read-only view (N, C, Ho, Wo, kh, kw) of every window of an already padded input."""
-    n, c = padded.shape[:2]
+    """A read-only view (N, C, *out, *kernel) of every window of an already padded input."""
     s = padded.strides
     return xp.lib.stride_tricks.as_strided(
-        padded, shape=(n, c) + tuple(out_hw) + tuple(kernel),
-        strides=(s[0], s[1], s[2] * strides[0], s[3] * strides[1], s[2] * dilation[0], s[3] * dilation[1]))
+        padded, shape=tuple(padded.shape[:2]) + tuple(out_hw) + tuple(kernel),
+        strides=s[:2] + tuple(a * b for a, b in zip(s[2:], strides, strict=True))
+        + tuple(a * b for a, b in zip(s[2:], dilation, strict=True)))
 
 
 def _scatter_windows(xp, cols, in_shape, strides, padding, dilation):
-    """The adjoint of _windows after _pad: sums cols (N, C, kh, kw, Ho, Wo) back into (N, C, H, W)."""
-    n, c, kh, kw, ho, wo = cols.shape
-    h, w = in_shape[2:]
-    top, left, bottom, right = padding
-    out = xp.zeros((n, c, h + top + bottom, w + left + right), dtype=cols.dtype)
-    sh, sw = strides
-    if xp is not np:  # CuPy: one atomic scatter kernel (ufunc.at) instead of kh * kw strided adds
-        rows = xp.arange(kh)[:, None, None, None] * dilation[0] + xp.arange(ho)[None, None, :, None] * sh
-        columns = xp.arange(kw)[None, :, None, None] * dilation[1] + xp.arange(wo)[None, None, None, :] * sw
-        xp.add.at(out, (slice(None), slice(None), rows, columns), cols)
-        return out[:, :, top:top + h, left:left + w]
-    for i in range(kh):
-        r = i * dilation[0]
-        for j in range(kw):
-            q = j * dilation[1]
-            out[:, :, r:r + sh * (ho - 1) + 1:sh, q:q + sw * (wo - 1) + 1:sw] += cols[:, :, i, j]
-    return out[:, :, top:top + h, left:left + w]
+    """The adjoint of _windows after _pad: sums cols (N, C, *kernel, *out) back into in_shape (N, C, *spatial)."""
+    nd = len(in_shape) - 2
+    n, c = cols.shape[:2]
+    kernel, out_sp = cols.shape[2:2 + nd], cols.shape[2 + nd:]
+    padded = tuple(in_shape[2 + i] + padding[i] + padding[i + nd] for i in range(nd))
+    out = xp.zeros((n, c) + padded, dtype=cols.dtype)
+    crop = (slice(None), slice(None)) + tuple(slice(padding[i], padding[i] + in_shape[2 + i]) for i in range(nd))
+    if xp is not np:  # CuPy: one atomic scatter kernel (ufunc.at) instead of one strided add per kernel offset
+        index = []
+        for i in range(nd):  # axis i's coordinate, shaped to broadcast over (*kernel, *out)
+            shape_k = [1] * (2 * nd)
+            shape_k[i] = kernel[i]
+            shape_o = [1] * (2 * nd)
+            shape_o[nd + i] = out_sp[i]
+            index.append(xp.arange(kernel[i]).reshape(shape_k) * dilation[i]
+                         + xp.arange(out_sp[i]).reshape(shape_o) * strides[i])
+        xp.add.at(out, (slice(None), slice(None)) + tuple(index), cols)
+        return out[crop]
+    for offset in np.ndindex(*kernel):
+        where = tuple(slice(offset[i] * dilation[i], offset[i] * dilation[i] + strides[i] * (out_sp[i] - 1) + 1,
+                            strides[i]) for i in range(nd))
+        out[(slice(None), slice(None)) + where] += cols[(slice(None), slice(None)) + offset]
+    return out[crop]
 
 
 def _im2col(xp, data, kernel, groups, strides, padding, dilation, out_hw):
-    """Columns (G, N*Ho*Wo, Cg*kh*kw) of the windows of data."""
+    """Columns (G, N*prod(out), Cg*prod(kernel)) of the windows of data."""
     n, c = data.shape[:2]
+    nd = len(kernel)
     win = _windows(xp, _pad(xp, data, padding), kernel, strides, dilation, out_hw)
     win = win.reshape((n, groups, c // groups) + tuple(out_hw) + tuple(kernel))
     # explicit sizes, never -1: NumPy cannot infer a -1 when another dimension is 0 (an empty batch)
-    k = c // groups * kernel[0] * kernel[1]
-    return win.transpose(1, 0, 3, 4, 2, 5, 6).reshape(groups, n * out_hw[0] * out_hw[1], k)
+    k = c // groups * int(np.prod(kernel))
+    axes = (1, 0) + tuple(range(3, 3 + nd)) + (2,) + tuple(range(3 + nd, 3 + 2 * nd))
+    return win.transpose(axes).reshape(groups, n * int(np.prod(out_hw)), k)
 
 
 def _group_matmul(xp, a, b):
@@ -155,10 +170,12 @@ def _group_matmul(xp, a, b):
 
 
 def _grad_matrix(g, groups):
-    """The output gradient (N, O, Ho, Wo) as (G, N*Ho*Wo, O/G), matching _im2col's rows."""
-    n, o, ho, wo = g.shape
-    return g.reshape(n, groups, o // groups, ho, wo).transpose(1, 0, 3, 4, 2).reshape(groups, n * ho * wo,
-                                                                                    o // groups)
+    """The output gradient (N, O, *out) as (G, N*prod(out), O/G), matching _im2col's rows."""
+    n, o = g.shape[:2]
+    nd = g.ndim - 2
+    axes = (1, 0) + tuple(range(3, 3 + nd)) + (2,)
+    return g.reshape((n, groups, o // groups) + g.shape[2:]).transpose(axes).reshape(
+        groups, n * int(np.prod(g.shape[2:])), o // groups)
 
 # ---------------------------------------------------------------- conv2d and its backward helpers
 
@@ -167,50 +184,60 @@ def _infer_conv2d(op, types, strides, padding, dilation, groups):
     data, weight = tensor_arg(op, types, 0), tensor_arg(op, types, 1)
     require_float(op, data, "data")
     dtype = same_dtype(op, types)
-    return TensorType(conv2d_shape(op, data.shape, weight.shape, strides, padding, dilation, groups), dtype)
+    return TensorType(conv_shape(op, data.shape, weight.shape, strides, padding, dilation, groups, _conv_nd(op)),
+                      dtype)
 
 
 def _conv2d(xp, data, weight, strides, padding, dilation, groups):
-    n = data.shape[0]
-    o, cg, kh, kw = weight.shape
-    out_hw = _out_hw(None, data.shape[2:], (kh, kw), strides, padding, dilation)
-    cols = _im2col(xp, data, (kh, kw), groups, strides, padding, dilation, out_hw)
-    wmat = weight.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
-    out = _group_matmul(xp, cols, wmat)  # (G, N*Ho*Wo, O/G)
-    return out.reshape((groups, n) + out_hw + (o // groups,)).transpose(1, 0, 4, 2, 3).reshape((n, o) + out_hw)
+    n, nd = data.shape[0], data.ndim - 2
+    o, cg = weight.shape[:2]
+    kernel = weight.shape[2:]
+    out_hw = _out_hw(None, data.shape[2:], kernel, strides, padding, dilation)
+    cols = _im2col(xp, data, kernel, groups, strides, padding, dilation, out_hw)
+    wmat = weight.reshape(groups, o // groups, cg * int(np.prod(kernel))).transpose(0, 2, 1)
+    out = _group_matmul(xp, cols, wmat)  # (G, N*prod(out), O/G)
+    axes = (1, 0, 2 + nd) + tuple(range(2, 2 + nd))
+    return out.reshape((groups, n) + out_hw + (o // groups,)).transpose(axes).reshape((n, o) + out_hw)
+
+
+def _conv_nd(op):
+    return 3 if op.name.startswith(("nn.conv3d", "grad.conv3d")) else 2
 
 
 def _infer_conv2d_input_backward(op, types, strides, padding, dilation, groups, input_shape):
     g, weight = tensor_arg(op, types, 0), tensor_arg(op, types, 1)
     dtype = same_dtype(op, types)
-    want = conv2d_shape(op, input_shape, weight.shape, strides, padding, dilation, groups)
+    want = conv_shape(op, input_shape, weight.shape, strides, padding, dilation, groups, _conv_nd(op))
     if g.shape != want:
-        raise op.error(f"argument output_grad of shape {g.shape} must have the conv2d output shape {want}")
+        raise op.error(f"argument output_grad of shape {g.shape} must have the convolution's output shape {want} "
+                       f"(input shape {tuple(input_shape)}, weight {weight.shape})")
     return TensorType(input_shape, dtype)
 
 
 def _conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, input_shape):
-    n, o, ho, wo = g.shape
-    _, cg, kh, kw = weight.shape
-    wmat = weight.reshape(groups, o // groups, cg * kh * kw)
-    dcols = _group_matmul(xp, _grad_matrix(g, groups), wmat)  # (G, N*Ho*Wo, K)
-    dcols = dcols.reshape(groups, n, ho, wo, cg, kh, kw).transpose(1, 0, 4, 5, 6, 2, 3)
-    dcols = dcols.reshape(n, groups * cg, kh, kw, ho, wo)
+    n, o = g.shape[:2]
+    out_sp, nd = g.shape[2:], g.ndim - 2
+    cg, kernel = weight.shape[1], weight.shape[2:]
+    wmat = weight.reshape(groups, o // groups, cg * int(np.prod(kernel)))
+    dcols = _group_matmul(xp, _grad_matrix(g, groups), wmat)  # (G, N*prod(out), K)
+    axes = (1, 0, 2 + nd) + tuple(range(3 + nd, 3 + 2 * nd)) + tuple(range(2, 2 + nd))
+    dcols = dcols.reshape((groups, n) + out_sp + (cg,) + kernel).transpose(axes)
+    dcols = dcols.reshape((n, groups * cg) + kernel + out_sp)
     return _scatter_windows(xp, dcols, input_shape, strides, padding, dilation)
 
 
 def _infer_conv2d_weight_backward(op, types, strides, padding, dilation, groups, weight_shape):
     g, data = tensor_arg(op, types, 0), tensor_arg(op, types, 1)
     dtype = same_dtype(op, types)
-    want = conv2d_shape(op, data.shape, weight_shape, strides, padding, dilation, groups)
+    want = conv_shape(op, data.shape, weight_shape, strides, padding, dilation, groups, _conv_nd(op))
     if g.shape != want:
-        raise op.error(f"argument output_grad of shape {g.shape} must have the conv2d output shape {want}")
+        raise op.error(f"argument output_grad of shape {g.shape} must have the convolution's output shape {want}")
     return TensorType(weight_shape, dtype)
 
 
 def _conv2d_weight_backward(xp, g, data, strides, padding, dilation, groups, weight_shape):
     cols = _im2col(xp, data, weight_shape[2:], groups, strides, padding, dilation, g.shape[2:])
-    dw = _group_matmul(xp, _grad_matrix(g, groups).transpose(0, 2, 1), cols)  # (G, O/G, Cg*kh*kw)
+    dw = _group_matmul(xp, _grad_matrix(g, groups).transpose(0, 2, 1), cols)  # (G, O/G, Cg*prod(kernel))
     return dw.reshape(tuple(weight_shape))
 
 
@@ -222,4 +249,13 @@ declare("grad.conv2d_input_backward", ("output_grad", "weight"), _CONV_ATTRS + (
 declare("grad.conv2d_weight_backward", ("output_grad", "data"), _CONV_ATTRS + (Attr("weight_shape", "shape"),),
         infer=_infer_conv2d_weight_backward, kernel=_conv2d_weight_backward)
 
-from . import pool  # noqa: E402,F401  (pooling shares these helpers; importing conv registers it)
+# 3-D: the same kernels (they take any number of spatial axes), NCDHW data and OIDHW weights
+declare("nn.conv3d", ("data", "weight"), _CONV3D_ATTRS, infer=_infer_conv2d, kernel=_conv2d,
+        fixed={"data_layout": ("NCDHW",), "kernel_layout": ("OIDHW",), "out_layout": ("NCDHW", None),
+               "out_dtype": ("void", "")})
+declare("grad.conv3d_input_backward", ("output_grad", "weight"), _CONV3D_ATTRS + (Attr("input_shape", "shape"),),
+        infer=_infer_conv2d_input_backward, kernel=_conv2d_input_backward)
+declare("grad.conv3d_weight_backward", ("output_grad", "data"), _CONV3D_ATTRS + (Attr("weight_shape", "shape"),),
+        infer=_infer_conv2d_weight_backward, kernel=_conv2d_weight_backward)
+
+from . import pool, resample  # noqa: E402,F401  (pooling shares these helpers; importing conv registers both)

@@ -1,4 +1,4 @@
-"""Pooling ops of the conv family: max_pool2d, avg_pool2d and their backward helpers.
+"""Pooling ops of the conv family: max_pool2d (and its argmax indices), avg_pool2d and their backward helpers.
 
 Shapes follow Relax: ceil_mode=True rounds the window count up, the windows it adds reading past the
 padded input (as extra padding that no average counts). avg_pool2d divides by the taps that read the
@@ -114,6 +114,21 @@ def _max_pool2d_gather(xp, x, data, pool_size, strides, padding, dilation, ceil_
     return xp.take_along_axis(flat, am[..., None], axis=-1)[..., 0]
 
 
+def _infer_max_indices(op, types, pool_size, strides, padding, dilation, ceil_mode):
+    return TensorType(_infer_pool(op, types, pool_size, strides, padding, dilation, ceil_mode).shape, "int64")
+
+
+def _max_pool2d_indices(xp, data, pool_size, strides, padding, dilation, ceil_mode):
+    """torch's return_indices: the flat index (row * W + column) in its (H, W) plane of each window's first
+    maximum, int64 of the pooled shape."""
+    am = _argmax(xp, data, pool_size, strides, padding, dilation, ceil_mode)
+    ho, wo = am.shape[2:]
+    a, b = am // pool_size[1], am % pool_size[1]
+    rows = (xp.arange(ho) * strides[0] - padding[0])[:, None] + a * dilation[0]
+    cols = (xp.arange(wo) * strides[1] - padding[1])[None, :] + b * dilation[1]
+    return (rows * data.shape[3] + cols).astype("int64")
+
+
 _LAYOUT = {"layout": ("NCHW",), "out_layout": ("NCHW", None)}  # None: the same as layout, in Relax
 _AVG_ATTRS = _POOL_ATTRS + (Attr("count_include_pad", "bool", True),)
 declare("nn.max_pool2d", ("data",), _POOL_ATTRS, infer=_infer_pool, kernel=_max_pool2d,
@@ -123,5 +138,7 @@ declare("grad.max_pool2d_backward", ("output_grad", "data"), _POOL_ATTRS, infer=
         kernel=_max_pool2d_backward)
 declare("grad.avg_pool2d_backward", ("output_grad",), _AVG_ATTRS + (Attr("input_shape", "shape"),),
         infer=_infer_pool_backward, kernel=_avg_pool2d_backward)
+declare("nn.max_pool2d_indices", ("data",), _POOL_ATTRS, infer=_infer_max_indices, kernel=_max_pool2d_indices,
+        differentiable=False)
 # The adjoint of max_pool2d_backward in its output_grad: the VJP of the backward op (second order).
 declare("grad.max_pool2d_gather", ("x", "data"), _POOL_ATTRS, infer=_infer_max_gather, kernel=_max_pool2d_gather)
