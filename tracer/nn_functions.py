@@ -14,8 +14,8 @@ from .math import add, as_tensor
 from .rng import draw_seed
 from .tensor import Tensor, active_trace, apply
 
-__all__ = ["avg_pool2d", "binary_cross_entropy", "conv2d", "cross_entropy_with_logits", "dropout", "layer_norm",
-           "log_softmax", "max_pool2d", "nll_loss", "softmax"]
+__all__ = ["avg_pool2d", "binary_cross_entropy", "conv2d", "conv3d", "cross_entropy_with_logits", "dropout",
+           "layer_norm", "log_softmax", "max_pool2d", "nll_loss", "pad", "softmax"]
 
 # seed=None dropout draws its seeds here; eager calls and every traced step get a fresh one
 
@@ -63,6 +63,71 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
         raise ValueError(f"conv2d: bias must have shape ({weight.shape[0]},) (one per output channel), "
                          f"got {bias.shape}")
     return add(out, apply("reshape", [bias], shape=(1, bias.shape[0], 1, 1)))
+
+
+def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
+    """3-D cross-correlation of x (N, C, D, H, W) with weight (O, C/groups, kd, kh, kw), as torch's conv3d.
+
+    padding: int, (pad_d, pad_h, pad_w) or (front, top, left, back, bottom, right).
+    """
+    x, weight = as_tensor(x), as_tensor(weight)
+    pads = _ints(padding, 3, "conv3d", "padding")
+    out = apply("nn.conv3d", [x, weight], strides=_ints(stride, 3, "conv3d", "stride"),
+                padding=pads + pads if len(pads) == 3 else pads, dilation=_ints(dilation, 3, "conv3d", "dilation"),
+                groups=_int(groups, "conv3d", "groups"))
+    if bias is None:
+        return out
+    bias = as_tensor(bias)
+    if bias.shape != (weight.shape[0],):
+        raise ValueError(f"conv3d: bias must have shape ({weight.shape[0]},) (one per output channel), "
+                         f"got {bias.shape}")
+    return add(out, apply("reshape", [bias], shape=(1, bias.shape[0], 1, 1, 1)))
+
+
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def pad(x, pad, mode: str = "constant", value=None) -> Tensor:
+    """torch.nn.functional.pad: `pad` lists (before, after) pairs from the last axis backwards; negative
+    entries crop. constant pads any number of axes with `value`; reflect (the edge not repeated),
+    replicate and circular pad the last 1, 2 or 3 axes of a 2-3, 3-4 or 4-5-d input, as torch.
+
+    >>> import tracer
+    >>> tracer.pad(tracer.tensor([1.0, 2.0, 3.0]), (2, -1), mode="constant", value=9.0).numpy().tolist()
+    [9.0, 9.0, 1.0, 2.0]
+    """
+    x = as_tensor(x)
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"pad: unrecognised padding mode {mode!r}; use one of {_PAD_MODES}")
+    widths = [_int(p, "pad", "pad") for p in pad]
+    if len(widths) % 2:
+        raise RuntimeError(f"pad: padding length must be divisible by 2, got {len(widths)} entries {tuple(pad)}")
+    axes = len(widths) // 2
+    if axes > x.ndim:
+        raise RuntimeError(f"pad: padding length {len(widths)} is too large for a {x.ndim}-d input of shape "
+                           f"{x.shape} (at most {2 * x.ndim})")
+    if mode != "constant":
+        if value is not None and value != 0:
+            raise RuntimeError(f"pad: padding mode {mode!r} doesn't take in value argument (got {value!r})")
+        if axes not in (1, 2, 3) or x.ndim not in (axes + 1, axes + 2):
+            raise NotImplementedError(f"pad: padding size {len(widths)} is not supported for a {x.ndim}-d input "
+                                      f"with mode {mode!r}: sizes 2, 4, 6 pad the last 1, 2, 3 axes of a 2-3, 3-4 "
+                                      f"or 4-5-d input")
+    pairs = [(0, 0)] * (x.ndim - axes) + [(widths[2 * i], widths[2 * i + 1]) for i in reversed(range(axes))]
+    if any(b < 0 or a < 0 for b, a in pairs):  # crop first: torch's negative pads, then pad what is left
+        x = x[tuple(slice(max(0, -b), n - max(0, -a)) for (b, a), n in zip(pairs, x.shape, strict=True))]
+        pairs = [(max(0, b), max(0, a)) for b, a in pairs]
+    for axis, ((b, a), n) in enumerate(zip(pairs, x.shape, strict=True)):
+        if mode == "reflect" and max(b, a) >= n and max(b, a):
+            raise RuntimeError(f"pad: reflect padding ({b}, {a}) of axis {axis} must be less than its size {n} "
+                               f"(input of shape {x.shape})")
+        if mode == "circular" and max(b, a) > n:
+            raise RuntimeError(f"pad: circular padding ({b}, {a}) of axis {axis} wraps around more than once "
+                               f"(size {n}, input of shape {x.shape})")
+    if not any(b or a for b, a in pairs):
+        return x
+    return apply("nn.pad", [x], pad_width=[w for pair in pairs for w in pair], pad_mode=mode,
+                 pad_value=0.0 if value is None else float(value))
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1) -> Tensor:
@@ -149,6 +214,15 @@ def _pair(v, fn: str, name: str) -> tuple[int, int]:
     if isinstance(v, (tuple, list)) and len(v) == 2:
         return (_int(v[0], fn, name), _int(v[1], fn, name))
     raise ValueError(f"{fn}: {name} must be an int or a pair of ints, got {v!r}")
+
+
+def _ints(v, n: int, fn: str, name: str) -> tuple[int, ...]:
+    """An int (repeated n times) or n ints; for padding also 2n ints (every before, then every after)."""
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+        return (int(v),) * n
+    if isinstance(v, (tuple, list)) and (len(v) == n or name == "padding" and len(v) == 2 * n):
+        return tuple(_int(i, fn, name) for i in v)
+    raise ValueError(f"{fn}: {name} must be an int or {n} ints, got {v!r}")
 
 
 def _padding(v, fn: str) -> tuple[int, int, int, int]:
