@@ -34,12 +34,14 @@ from .losses import (
     SmoothL1Loss,
 )
 from .module import Module, Parameter, StateDictError
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .norm import BatchNorm1d, BatchNorm2d, GroupNorm
 from .serialization import load, save
 
 __all__ = [
     "ELU", "GELU", "LeakyReLU", "LogSoftmax", "Mish", "ReLU", "SiLU", "Sigmoid", "Softmax", "Softplus", "Tanh",
     "MultiheadAttention",
+    "GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCell",
     "AvgPool2d", "Conv1d", "Conv2d", "Dropout", "Dropout2d", "Embedding", "Flatten", "Identity", "LayerNorm", "Linear",
     "MaxPool2d", "ModuleList", "Sequential", "Unflatten",
     "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss",

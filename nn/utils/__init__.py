@@ -62,3 +62,7 @@ def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
 
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters"]
+
+from . import rnn  # noqa: E402  (torch.nn.utils.rnn: pad_sequence, PackedSequence, pack_padded_sequence, ...)
+
+__all__ += ["rnn"]
