@@ -35,7 +35,17 @@ from .losses import (
 )
 from .module import Module, Parameter, StateDictError
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
-from .norm import BatchNorm1d, BatchNorm2d, GroupNorm
+from .norm import (
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    LocalResponseNorm,
+    RMSNorm,
+)
 from .serialization import load, save
 
 __all__ = [
@@ -46,7 +56,8 @@ __all__ = [
     "MaxPool2d", "ModuleList", "Sequential", "Unflatten",
     "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss",
     "SmoothL1Loss",
-    "BatchNorm1d", "BatchNorm2d", "GroupNorm",
+    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
+    "LocalResponseNorm", "RMSNorm",
     "Module", "Parameter", "StateDictError",
     "CheckpointError", "UnsafeCheckpointError",
     "checkpoint_sequential", "data", "distributed", "functional", "init", "load", "optim", "param_vector",

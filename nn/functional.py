@@ -20,6 +20,15 @@ from . import pooling as _pooling
 from .activations import elu, leaky_relu, mish, softplus  # noqa: F401  (re-exported as F.elu, ...)
 from .activations_functional import *  # noqa: F401,F403  (hardtanh, relu6, selu, glu, softmin, ...)
 from .activations_functional import __all__ as _activations
+from .norm_functional import __all__ as _norms
+from .norm_functional import (  # noqa: F401  (re-exported as F.batch_norm, ...)
+    batch_norm,
+    group_norm,
+    instance_norm,
+    layer_norm,
+    local_response_norm,
+    rms_norm,
+)
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -54,11 +63,6 @@ def linear(x, weight, bias=None) -> Tensor:
     """x @ weight.T + bias, with weight laid out (out_features, in_features) as in PyTorch."""
     y = tracer.matmul(_tensor(x), tracer.permute_dims(weight, [1, 0]))
     return y if bias is None else y + bias
-
-
-def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
-    """Normalise over the last axis, then scale and shift."""
-    return tracer.layer_norm(_tensor(x), weight, bias, eps=eps)
 
 
 def nll_loss(logp, targets, ignore_index: int = -100, reduction: str = "mean", weight=None) -> Tensor:
@@ -291,4 +295,5 @@ __all__ = ["avg_pool2d", "binary_cross_entropy", "binary_cross_entropy_with_logi
            "dropout", "elu", "gelu", "huber_loss", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear",
            "log_softmax", "logsigmoid", "max_pool2d", "mish", "mse_loss", "nll_loss", "one_hot", "relu", "sigmoid",
            "silu", "smooth_l1_loss", "softmax", "softplus", "tanh"] + _activations
+__all__ += [n for n in _norms if n not in __all__]
 __all__ += ["normalize"]
