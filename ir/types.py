@@ -6,13 +6,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-DTYPES = ("float16", "float32", "float64", "int32", "int64", "bool")
+DTYPES = ("float16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool")
+INT_DTYPES = ("int8", "uint8", "int16", "int32", "int64")
 FLOAT_DTYPES = ("float16", "float32", "float64")
 _DTYPE_SET = frozenset(DTYPES)
 
 
-class IRError(ValueError):
-    """Malformed IR, or an op applied to arguments it does not accept."""
+class IRError(ValueError, RuntimeError):
+    """Malformed IR, or an op applied to arguments it does not accept. A RuntimeError too, as torch raises for an
+    op's bad arguments (a ValueError as DESIGN.md names it; see docs/design.md, "Error types")."""
 
 
 def check_dtype(dtype: str, where: str = "dtype") -> str:

@@ -10,6 +10,7 @@ from . import (
 )
 from . import bitwise as _bitwise
 from . import create as _create
+from . import data_dependent as _data_dependent
 from . import device as _device
 from . import index_ops as _index_ops
 from . import inplace as _inplace
@@ -24,6 +25,7 @@ from . import view_ops as _view_ops
 from .attention import scaled_dot_product_attention
 from .bitwise import *  # noqa: F401,F403
 from .create import *  # noqa: F401,F403
+from .data_dependent import *  # noqa: F401,F403
 from .device import device
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .index_ops import *  # noqa: F401,F403
@@ -49,8 +51,10 @@ from .math import (
     negative,
     not_equal,
     power,
+    promote_types,
     relu,
     remainder,
+    result_type,
     rsqrt,
     sigmoid,
     silu,
@@ -111,7 +115,8 @@ def _install_methods():
 
 
 _install_methods()
-for _table in (_index_ops.METHODS, _sort_ops.METHODS, _view_ops.METHODS, _products.METHODS):  # issue 22's families
+for _table in (_index_ops.METHODS, _sort_ops.METHODS, _view_ops.METHODS, _products.METHODS,
+               _data_dependent.METHODS):  # issue 22's families
     for _name, _fn in _table.items():
         setattr(Tensor, _name, _fn)
 
@@ -121,10 +126,10 @@ __all__ = _shape.__all__ + _nn_functions.__all__ + _create.__all__ + _torch_meth
     "from_numpy", "guard", "manual_seed",
     "exp", "gelu", "greater", "greater_equal", "less", "less_equal", "log", "maximum", "minimum", "multiply",
     "negative", "not_equal", "power", "relu", "rsqrt", "sigmoid", "silu", "sin", "spec", "sqrt", "stop_gradient",
-    "floor_divide", "log_sigmoid", "remainder",
+    "floor_divide", "log_sigmoid", "promote_types", "remainder", "result_type",
     "subtract", "tanh", "tensor", "trace", "trace_function", "unflatten_output", "where",
 ] + [n for n in _special_math.__all__ if n not in _torch_methods.__all__]
-__all__ += _index_ops.__all__ + _sort_ops.__all__ + _view_ops.__all__ + _products.__all__
+__all__ += _index_ops.__all__ + _sort_ops.__all__ + _view_ops.__all__ + _products.__all__ + _data_dependent.__all__
 __all__ += ["scaled_dot_product_attention"]
 
 _torch_methods.adopt_torch_names(Tensor, globals(), __all__)  # dim=/keepdim= beside axis=/keepdims=

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import ir
+
 from .tensor import Tensor, TraceError, apply
 
 
@@ -12,12 +14,76 @@ def as_tensor(x) -> Tensor:
     return Tensor(x)
 
 
+def promote_types(type1, type2) -> str:
+    """torch.promote_types: the smallest dtype both convert to without losing their kind. Unlike NumPy, an
+    integer with a float gives that float (int64 with float32 is float32), and uint8 with int8 gives int16.
+
+    >>> promote_types("int64", "float32"), promote_types("uint8", "int8"), promote_types("bool", "int16")
+    ('float32', 'int16', 'int16')
+    """
+    a = np.dtype(ir.types.check_dtype(str(type1).replace("torch.", ""), "promote_types"))
+    b = np.dtype(ir.types.check_dtype(str(type2).replace("torch.", ""), "promote_types"))
+    if a.kind == "f" and b.kind != "f":
+        return str(a)
+    if b.kind == "f" and a.kind != "f":
+        return str(b)
+    return str(np.promote_types(a, b))
+
+
+def _category(dtype) -> int:
+    """torch's categories: bool < integer < floating."""
+    kind = np.dtype(dtype).kind
+    return 0 if kind == "b" else 2 if kind == "f" else 1
+
+
+def _combine(higher, lower):
+    """torch's combine_categories: the higher-priority group's dtype, unless the lower group is of a higher
+    category (then the two promote)."""
+    if higher is None:
+        return lower
+    if lower is None or _category(higher) == 2:
+        return higher
+    if _category(higher) == 0 or _category(lower) == 2:
+        return promote_types(higher, lower)
+    return higher
+
+
+_DEFAULT = {"b": "bool", "i": "int64", "u": "int64", "f": "float32"}
+
+
+def _result_dtype(dims, zeros, wrapped_kinds) -> str:
+    """torch's result_type: tensors with dimensions first, then 0-d tensors, then Python numbers (each number
+    of its category's default dtype: float32, int64, bool); a lower group counts only when its category is
+    higher (a float64 0-d tensor with a float32 tensor stays float32; with an int tensor it gives float64)."""
+    def group(dtypes):
+        out = None
+        for d in dtypes:
+            out = d if out is None else promote_types(out, d)
+        return out
+    wrapped = group(_DEFAULT[k] for k in wrapped_kinds)
+    return _combine(group(dims), _combine(group(zeros), wrapped)) or "bool"
+
+
+def result_type(*operands) -> str:
+    """torch.result_type: the dtype an arithmetic op on these operands (tensors, Python numbers) computes in.
+
+    >>> import tracer
+    >>> x = tracer.tensor([1, 2])
+    >>> tracer.result_type(x, 2.5), tracer.result_type(tracer.ones((2,)), tracer.tensor(1.0, "float64"))
+    ('float32', 'float32')
+    """
+    if not operands:
+        raise TypeError("result_type: expected at least one operand")
+    tensors = [v for v in operands if isinstance(v, Tensor) and not v._weak]
+    weak = [_kind(v) for v in operands if not isinstance(v, Tensor) or v._weak]
+    return _result_dtype([t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim], weak)
+
+
 def promote(*values) -> list[Tensor]:
-    """Tensors of one dtype. Tensors promote among themselves as NumPy does (by astype); every other
-    operand (Python or NumPy scalar, array, list) is weak: it takes the tensors' dtype unless its kind is
-    higher, so a float operand makes an integer or bool tensor float32 and an int one makes a bool tensor
-    int64, as PyTorch does with scalars, and nothing is silently truncated. With no Tensor at all,
-    arrays and lists are the tensors."""
+    """Tensors of one dtype, by torch's type promotion (result_type): tensors with dimensions decide, then 0-d
+    tensors, then every other operand (Python or NumPy scalar, array, list), which is weak: it counts only when
+    its kind is higher (a float operand makes an integer or bool tensor float32, an int one makes a bool tensor
+    int64), so nothing is silently truncated. With no Tensor at all, arrays and lists are the tensors."""
     if all(isinstance(v, Tensor) for v in values) and len({v.dtype for v in values}) == 1:
         return list(values)  # the common case: nothing to promote
     if not any(isinstance(v, Tensor) for v in values):
@@ -30,15 +96,16 @@ def promote(*values) -> list[Tensor]:
     python_only = not tensors and any(isinstance(v, Tensor) for v in values)
     arithmetic = python_only and _python_arithmetic.active
     if python_only:
-        tensors = [v for v in values if isinstance(v, Tensor)]
-    dtype = np.result_type(*[t.dtype for t in tensors]) if tensors else np.dtype("bool")
-    if dtype.kind in "biu" and "f" in weak:
-        dtype = np.dtype("float64" if arithmetic else "float32")
-    elif dtype.kind == "b" and weak & {"i", "u"}:
-        dtype = np.dtype("int64")
-    elif python_only and not arithmetic and dtype == np.float64:
-        dtype = np.dtype("float32")
-    dtype = str(dtype)
+        dtype = np.result_type(*[v.dtype for v in values if isinstance(v, Tensor)])
+        if dtype.kind in "biu" and "f" in weak:
+            dtype = np.dtype("float64" if arithmetic else "float32")
+        elif dtype.kind == "b" and weak & {"i", "u"}:
+            dtype = np.dtype("int64")
+        elif not arithmetic and dtype == np.float64:
+            dtype = np.dtype("float32")
+        dtype = str(dtype)
+    else:
+        dtype = _result_dtype([t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim], weak)
     out = []
     for v in values:
         if isinstance(v, Tensor):
@@ -46,12 +113,21 @@ def promote(*values) -> list[Tensor]:
             if python_only and not arithmetic and out[-1]._weak:
                 out[-1] = _strong(out[-1])
         elif isinstance(v, _SCALARS):
-            out.append(Tensor(np.asarray(v, dtype=dtype)))
+            out.append(Tensor(_scalar_array(v, dtype)))
             out[-1]._weak = arithmetic
         else:
             t = Tensor(v)
             out.append(t if t.dtype == dtype else astype(t, dtype))
     return out
+
+
+def _scalar_array(v, dtype: str) -> np.ndarray:
+    """A Python number as a 0-d array of `dtype`, wrapping an out-of-range integer as torch does (uint8 - 1)."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= v <= info.max:
+            return np.asarray(int(v) % (1 << info.bits), "uint64").astype(dtype)
+    return np.asarray(v, dtype=dtype)
 
 
 _SCALARS = (bool, int, float, np.number, np.bool_)
@@ -131,7 +207,7 @@ def divide(x1, x2) -> Tensor:
     [3.5, -3.5]
     """
     a, b = promote(x1, x2)
-    if a.dtype in ("int32", "int64", "bool"):
+    if a.dtype not in ir.types.FLOAT_DTYPES:
         # Python numbers passed to a compiled step (weak tensors) divide as Python's do: into float64
         python = _python_arithmetic.active
         a, b = astype(a, "float64" if python else "float32"), astype(b, "float64" if python else "float32")
@@ -158,16 +234,24 @@ def remainder(x1, x2) -> Tensor:
     return apply("floor_mod", promote(x1, x2))
 
 
-def _unary(op, public=None):
+def _to_float(x) -> Tensor:
+    """An integer or bool tensor as float32 (torch's default float dtype), for the ops torch computes in float
+    for integer input (exp, sqrt, sin, ...: torch.exp(int tensor) is float32); a float tensor as it is."""
+    x = as_tensor(x)
+    return x if x.dtype in ir.types.FLOAT_DTYPES else astype(x, "float32")
+
+
+def _unary(op, public=None, floating=False):
     def fn(x) -> Tensor:
-        return apply(op, [as_tensor(x)])
+        return apply(op, [_to_float(x) if floating else as_tensor(x)])
     fn.__name__ = public or op
     fn.__doc__ = f"Elementwise {public or op}."
     return fn
 
 
-negative, abs, exp, log, sqrt, rsqrt = (_unary(n) for n in ("negative", "abs", "exp", "log", "sqrt", "rsqrt"))
-sin, cos, tanh, sigmoid = (_unary(n) for n in ("sin", "cos", "tanh", "sigmoid"))
+negative, abs = _unary("negative"), _unary("abs")
+exp, log, sqrt, rsqrt = (_unary(n, floating=True) for n in ("exp", "log", "sqrt", "rsqrt"))
+sin, cos, tanh, sigmoid = (_unary(n, floating=True) for n in ("sin", "cos", "tanh", "sigmoid"))
 relu, silu = _unary("nn.relu", "relu"), _unary("nn.silu", "silu")
 
 

@@ -144,6 +144,12 @@ class Tensor:
 
     @property
     def type(self) -> TensorType:
+        """The IR type (a TensorType); called, torch's `x.type()` / `x.type(dtype)` (see TypeOf)."""
+        return TypeOf(self.shape, self.dtype, self)
+
+    @property
+    def ir_type(self) -> TensorType:
+        """The IR type as a plain TensorType (what IR nodes hold: no reference back to the tensor)."""
         if self._var is not None:
             return self._var.type
         return TensorType(self._data.shape, dtype_name(self._data.dtype))
@@ -226,13 +232,14 @@ class Tensor:
         return int(self.item())
 
     def __index__(self):
-        if self.dtype not in ("int32", "int64"):
-            raise TypeError(f"only integer tensors can be used as an index, got {self.dtype}")
+        if self.dtype not in ir.types.INT_DTYPES or self.numel() != 1:
+            raise TypeError(f"only integer tensors of a single element can be converted to an index, got a "
+                            f"{self.dtype} tensor of shape {self.shape}")
         return int(self._concrete("use as a Python index").reshape(()))
 
     def __iter__(self):
-        if self._var is not None:
-            self._concrete("iteration")
+        # along the first axis, eagerly and inside a trace alike: the shape is static, so `for row in x`,
+        # `a, b = x` and zip(states, actions) unroll into one index op per row
         if not self.shape:
             raise TypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(self.shape[0]))
@@ -249,6 +256,41 @@ class Tensor:
         body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(")
         where = "" if isinstance(self._data, np.ndarray) else f', device="{device_of(self._data)}"'  # as torch's
         return f'Tensor({body}, dtype="{self.dtype}"{where})'
+
+
+_TORCH_TYPES = {"float16": "HalfTensor", "float32": "FloatTensor", "float64": "DoubleTensor", "int8": "CharTensor",
+                "uint8": "ByteTensor", "int16": "ShortTensor", "int32": "IntTensor", "int64": "LongTensor",
+                "bool": "BoolTensor"}
+
+
+class TypeOf(TensorType):
+    """`x.type`: x's TensorType (equal to and hashing as the plain one), and callable as torch's Tensor.type:
+    `x.type()` is torch's type string ('torch.FloatTensor'), `x.type(dtype)` converts (a dtype name, a NumPy or
+    torch dtype, or a string such as 'torch.DoubleTensor'), as x.to(dtype)."""
+
+    def __init__(self, shape, dtype, tensor):
+        super().__init__(shape, dtype)
+        object.__setattr__(self, "_tensor", weakref.ref(tensor))
+
+    def __call__(self, dtype=None, non_blocking: bool = False):
+        t = self._tensor()
+        if dtype is None:
+            return "torch." + _TORCH_TYPES[self.dtype]
+        if isinstance(dtype, str) and dtype.startswith("torch.") and dtype.endswith("Tensor"):
+            names = {v: k for k, v in _TORCH_TYPES.items()}
+            if dtype[6:] not in names:
+                raise ValueError(f"type: invalid type {dtype!r}")
+            dtype = names[dtype[6:]]
+        return t.to(dtype)
+
+    def __eq__(self, other):
+        return isinstance(other, TensorType) and (self.shape, self.dtype) == (other.shape, other.dtype)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype))
+
+    def __repr__(self):
+        return f"TensorType(shape={self.shape!r}, dtype={self.dtype!r})"
 
 
 # ---------------------------------------------------------------- dispatch
@@ -353,7 +395,7 @@ def _run_eager(op_name, inputs, attrs):
     key = (op_name, tuple(sig), attrs_key(attrs) if attrs else ())
     known = _EAGER.get(key)
     if known is None:
-        fake = [Var("x", t.type) for t in flat]
+        fake = [Var("x", t.ir_type) for t in flat]
         call = make_call(op_name, [ir.Tuple(fake)] if tuple_input else fake, attrs)
         if len(_EAGER) >= _EAGER_MAX:
             _EAGER.clear()

@@ -160,8 +160,12 @@ def _mT(self) -> Tensor:
 
 
 def contiguous(self) -> Tensor:
-    """`self`: tracegrad's tensors have no strides to make contiguous."""
-    return self
+    """`self` when its memory is its own, packed and writable; else a packed, writable copy (a broadcast view, as
+    `expand(...).contiguous()`, copies, so an in-place op on the result works as torch's). Inside a trace, self."""
+    d = self._data
+    if d is None or active_trace() is not None or (d.flags.writeable and d.flags.c_contiguous):
+        return self
+    return apply("astype", [self], dtype=self.dtype)  # a copy, recorded for backward() like any op
 
 
 # ---------------------------------------------------------------- torch's names for tracegrad's functions

@@ -57,7 +57,7 @@ class TraceContext:
         hit = self.captured.get(id(t))
         if hit is None:
             name = "".join(c if c.isalnum() or c == "_" else "_" for c in (t._name or "w"))
-            hit = (t, Var(name if name[0].isalpha() else "w_" + name, t.type))
+            hit = (t, Var(name if name[0].isalpha() else "w_" + name, t.ir_type))
             self.captured[id(t)] = hit
         return hit[1]
 
@@ -127,7 +127,7 @@ def arg_type(a) -> TensorType | None:
     if isinstance(a, Spec):
         return a.type
     if isinstance(a, Tensor):
-        return a.type
+        return a.ir_type
     if isinstance(a, np.ndarray) or type(a).__module__.startswith("cupy"):
         return TensorType(a.shape, ir.types.check_dtype(dtype_name(a.dtype), "trace argument"))
     return None

@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     random,
     reduction,
     scan,
+    search,
     sort,
     unary_math,
     update,
