@@ -27,6 +27,8 @@ from .bitwise import *  # noqa: F401,F403
 from .create import *  # noqa: F401,F403
 from .data_dependent import *  # noqa: F401,F403
 from .device import device
+from .gamma_fns import digamma, lgamma, polygamma
+from . import gamma_fns, decomp  # noqa: F401  (standard_gamma; linalg.cholesky and solve_triangular)
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .index_ops import *  # noqa: F401,F403
 from .math import (
