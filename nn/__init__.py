@@ -47,11 +47,19 @@ from .norm import (
     RMSNorm,
 )
 from .serialization import load, save
+from .transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "ELU", "GELU", "LeakyReLU", "LogSoftmax", "Mish", "ReLU", "SiLU", "Sigmoid", "Softmax", "Softplus", "Tanh",
     "MultiheadAttention",
     "GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCell",
+    "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer",
     "AvgPool2d", "Conv1d", "Conv2d", "Dropout", "Dropout2d", "Embedding", "Flatten", "Identity", "LayerNorm", "Linear",
     "MaxPool2d", "ModuleList", "Sequential", "Unflatten",
     "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss",

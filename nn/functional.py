@@ -13,6 +13,7 @@ import numpy as np
 
 import tracer
 from tracer import Tensor, gelu, relu, sigmoid, silu, tanh  # noqa: F401  (re-exported as F.relu, ...)
+from tracer.attention import scaled_dot_product_attention  # noqa: F401  (F.scaled_dot_product_attention)
 from tracer.products import normalize  # noqa: F401  (re-exported as F.normalize)
 from tracer.torch_methods import torch_names
 

@@ -10,7 +10,8 @@ from tracer.tensor import apply
 
 from . import functional as F
 from . import init
-from .module import Module, Parameter, check_input
+from .containers import ModuleList, Sequential  # noqa: F401  (their home before nn/containers.py)
+from .module import Module, Parameter, check_input, factory_dtype, place
 
 
 def _pair(layer: str, argument: str, v, low: int) -> tuple[int, int]:
@@ -34,12 +35,14 @@ def _default_init(weight: Parameter, bias: Parameter | None, fan_in: int) -> Non
 class Linear(Module):
     """y = x @ weight.T + bias, weight (out_features, in_features)."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: str = "float32"):
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
         super().__init__()
+        dtype = factory_dtype(self, dtype)
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(np.empty((out_features, in_features), dtype))
         self.bias = Parameter(np.empty((out_features,), dtype)) if bias else None
         _default_init(self.weight, self.bias, in_features)
+        place(self, device)
 
     def forward(self, x):
         return F.linear(check_input(self, x, self.weight.dtype), self.weight, self.bias)
@@ -66,7 +69,7 @@ class _ConvNd(Module):
     """Shared by Conv1d and Conv2d: argument checks, torch's weight layout and initialisation."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, dtype,
-                 spatial: int):
+                 spatial: int, device=None):
         super().__init__()
         name = type(self).__name__
         for arg, value in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
@@ -85,13 +88,29 @@ class _ConvNd(Module):
         else:
             self.padding = ints(name, "padding", padding, 0)
             self._pads = tuple((p, p) for p in self.padding)
+        dtype = factory_dtype(self, dtype)
         self.weight = Parameter(np.empty((out_channels, in_channels // groups, *self.kernel_size), dtype))
         self.bias = Parameter(np.empty((out_channels,), dtype)) if bias else None
         _default_init(self.weight, self.bias, init.fan_in_and_fan_out(self.weight.shape)[0])
+        place(self, device)
 
     def extra_repr(self) -> str:
-        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
-                f"padding={self.padding}")
+        """torch's _ConvNd.extra_repr: arguments at their defaults are left out."""
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0,) * len(self.padding):
+            s += f", padding={self.padding}"
+        if self.dilation != (1,) * len(self.dilation):
+            s += f", dilation={self.dilation}"
+        output_padding = getattr(self, "output_padding", ())
+        if output_padding != (0,) * len(output_padding):
+            s += f", output_padding={output_padding}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        if getattr(self, "padding_mode", "zeros") != "zeros":
+            s += f", padding_mode={self.padding_mode}"
+        return s
 
 
 def _single(layer: str, argument: str, v, low: int) -> tuple[int]:
@@ -111,8 +130,9 @@ class Conv2d(_ConvNd):
     """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
-                 groups: int = 1, bias: bool = True, dtype: str = "float32"):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, dtype, 2)
+                 groups: int = 1, bias: bool = True, device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, dtype, 2,
+                         device)
 
     def forward(self, x):
         x = check_input(self, x, self.weight.dtype)
@@ -130,8 +150,9 @@ class Conv1d(_ConvNd):
     """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
-                 groups: int = 1, bias: bool = True, dtype: str = "float32"):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, dtype, 1)
+                 groups: int = 1, bias: bool = True, device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, dtype, 1,
+                         device)
 
     def forward(self, x):
         x = check_input(self, x, self.weight.dtype)
@@ -155,7 +176,9 @@ class MaxPool2d(Module):
         _pair(type(self).__name__, "dilation", dilation, 1)
         if return_indices:
             raise NotImplementedError("MaxPool2d: return_indices=True is not supported; use return_indices=False")
-        self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
+        # as torch's: stride None means the window's size (and prints so)
+        self.kernel_size, self.padding, self.dilation = kernel_size, padding, dilation
+        self.stride = kernel_size if stride is None else stride
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, x):
@@ -174,7 +197,8 @@ class AvgPool2d(Module):
                  divisor_override=None):
         super().__init__()
         _check_pool(type(self).__name__, kernel_size, stride, padding)
-        self.kernel_size, self.stride, self.padding, self.ceil_mode = kernel_size, stride, padding, ceil_mode
+        self.kernel_size, self.padding, self.ceil_mode = kernel_size, padding, ceil_mode
+        self.stride = kernel_size if stride is None else stride  # as torch's
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
     def forward(self, x):
@@ -202,8 +226,9 @@ class Embedding(Module):
     [0.0, 0.0]
     """
 
-    def __init__(self, num_embeddings: int, dim: int, padding_idx: int | None = None, dtype: str = "float32"):
+    def __init__(self, num_embeddings: int, dim: int, padding_idx: int | None = None, device=None, dtype=None):
         super().__init__()
+        dtype = factory_dtype(self, dtype)
         if padding_idx is not None:
             if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)) or \
                     not -num_embeddings <= padding_idx < num_embeddings:
@@ -214,6 +239,7 @@ class Embedding(Module):
         self.weight = init.normal_(Parameter(np.empty((num_embeddings, dim), dtype)))
         if padding_idx is not None:
             self.weight._data[padding_idx] = 0
+        place(self, device)
 
     def forward(self, indices):
         if not isinstance(indices, tracer.Tensor):
@@ -241,8 +267,9 @@ class LayerNorm(Module):
     """
 
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
-                 dtype: str = "float32"):
+                 device=None, dtype=None):
         super().__init__()
+        dtype = factory_dtype(self, dtype)
         shape = tuple(normalized_shape) if isinstance(normalized_shape, (tuple, list)) else (normalized_shape,)
         if not shape or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0 for d in shape):
             raise ValueError(f"LayerNorm: normalized_shape must be a positive int or a tuple of them, "
@@ -252,6 +279,7 @@ class LayerNorm(Module):
         self.weight = Parameter(np.ones(self.normalized_shape, dtype)) if elementwise_affine else None
         self.bias = Parameter(np.zeros(self.normalized_shape, dtype)) if elementwise_affine and bias else None
         self._dtype = dtype
+        place(self, device)
 
     def forward(self, x):
         x = check_input(self, x, self._dtype)
@@ -268,23 +296,24 @@ class LayerNorm(Module):
         return y if self.bias is None else y + self.bias
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.bias is not None}")
 
 
 class Dropout(Module):
     """Dropout while training (a fresh mask every call), identity after eval()."""
 
-    def __init__(self, p: float = 0.5):
+    def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
-        self.p = p
+            raise ValueError(f"{type(self).__name__}: p must be in [0, 1], got {p}")
+        self.p, self.inplace = p, inplace  # inplace: accepted as torch's; the result is a new tensor
 
     def forward(self, x):
         return F.dropout(x, self.p, training=self.training, seed=None)
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class Dropout2d(Dropout):
@@ -307,7 +336,10 @@ class Dropout2d(Dropout):
 
 
 class Identity(Module):
-    """Returns its input (a placeholder layer, as torch.nn.Identity)."""
+    """Returns its input (a placeholder layer, as torch.nn.Identity); constructor arguments are ignored."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
 
     def forward(self, x):
         return x
@@ -333,6 +365,9 @@ class Flatten(Module):
         # the size is spelled out, not -1, so an empty batch (0, ...) flattens as well
         return tracer.reshape(x, shape[:start] + (math.prod(shape[start:end + 1]),) + shape[end + 1:])
 
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
 
 class Unflatten(Module):
     """Split axis `dim` into `unflattened_size` (one entry may be -1), as torch.nn.Unflatten.
@@ -343,93 +378,26 @@ class Unflatten(Module):
 
     def __init__(self, dim: int, unflattened_size):
         super().__init__()
-        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+        if not isinstance(unflattened_size, (tuple, list)) or not all(
+                isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in unflattened_size):
+            raise TypeError(f"Unflatten: unflattened_size must be a tuple of ints, got {unflattened_size!r}")
+        self.dim, self.unflattened_size = dim, tuple(int(d) for d in unflattened_size)
 
     def forward(self, x):
         x = x if isinstance(x, tracer.Tensor) else tracer.tensor(x)
         if not -x.ndim <= self.dim < x.ndim:
             raise ValueError(f"Unflatten: dim {self.dim} is not an axis of x of shape {x.shape}")
         d = self.dim % x.ndim
+        known = math.prod(v for v in self.unflattened_size if v != -1)
+        if self.unflattened_size.count(-1) > 1 or (-1 not in self.unflattened_size and known != x.shape[d]) or \
+                (-1 in self.unflattened_size and (known == 0 or x.shape[d] % known)):
+            raise RuntimeError(f"Unflatten: unflattened_size {self.unflattened_size} does not fit dim {self.dim} of "
+                               f"size {x.shape[d]} (x of shape {x.shape})")
         return tracer.reshape(x, x.shape[:d] + self.unflattened_size + x.shape[d + 1:])
 
-
-class Sequential(Module):
-    """Modules applied in order, registered as "0", "1", ...; indexable, sliceable, iterable."""
-
-    def __init__(self, *modules: Module):
-        super().__init__()
-        for i, m in enumerate(modules):
-            setattr(self, str(i), m)
-
-    def __getitem__(self, index):
-        items = list(self._modules.items())
-        if not isinstance(index, slice):
-            return items[index][1]
-        part = type(self)()
-        part._modules.update(items[index])  # keep the names: re-registering would rename the parameters
-        for name, m in items[index]:
-            object.__setattr__(part, name, m)
-        return part
-
-    def _key(self, index, what: str) -> str:
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-            raise TypeError(f"{type(self).__name__}[{index!r}]{what}: takes an int index, got {type(index).__name__}")
-        keys = list(self._modules)
-        if not -len(keys) <= index < len(keys):
-            raise IndexError(f"{type(self).__name__}: index {index} is out of range for a {type(self).__name__} of "
-                             f"{len(keys)} modules")
-        return keys[index]
-
-    def __setitem__(self, index, module) -> None:
-        """`seq[i] = module` replaces the i-th module, keeping its name and place, as torch's."""
-        if not isinstance(module, Module):
-            raise TypeError(f"{type(self).__name__}[{index!r}] = value: value must be a Module, got "
-                            f"{type(module).__name__}")
-        setattr(self, self._key(index, " = value"), module)
-
-    def __delitem__(self, index) -> None:
-        """`del seq[i]` (or a slice): the rest renumbered "0", "1", ..., as torch's."""
-        keys = list(self._modules)[index] if isinstance(index, slice) else [self._key(index, " (del)")]
-        for key in keys:
-            delattr(self, key)
-        rest = list(self._modules.values())
-        for key in list(self._modules):
-            delattr(self, key)
-        for i, m in enumerate(rest):
-            setattr(self, str(i), m)
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def append(self, module: Module) -> Sequential:
-        """Add `module` at the end (named by its position, as torch); returns self."""
-        setattr(self, str(len(self)), module)
-        return self
-
-    def forward(self, x):
-        for m in self:
-            x = m(x)
-        return x
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
 __all__ = ["AvgPool2d", "Conv1d", "Conv2d", "Dropout", "Dropout2d", "Embedding", "Flatten", "Identity", "LayerNorm",
            "Linear", "MaxPool2d", "ModuleList", "Sequential", "Unflatten"]
-
-
-class ModuleList(Sequential):
-    """Modules held in a list, registered as "0", "1", ... (as torch.nn.ModuleList): indexable,
-    sliceable, iterable, `append`; it has no forward of its own.
-
-    >>> blocks = ModuleList([Linear(2, 2) for _ in range(3)])
-    >>> len(blocks), [name for name, _ in blocks.named_parameters()][:2]
-    (3, ['0.weight', '0.bias'])
-    """
-
-    def __init__(self, modules=()):
-        super().__init__(*modules)
-
-    def forward(self, *args):
-        raise TypeError("ModuleList has no forward: iterate over it and call each module")

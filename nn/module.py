@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple
 
 import numpy as np
 
@@ -10,8 +9,12 @@ import tracer
 from tracer import Tensor
 from tracer.capture import MISSING
 from tracer.device import is_device, move, parse
-from tracer.tensor import array_module_of
 from tracer.trace import add_trace_hooks, note_read, note_write
+
+from . import module_state
+from .hooks import add_hook, call_with_hooks
+from .module_state import IncompatibleKeys, StateDictError  # noqa: F401  (their home before)
+from .parameter import Parameter, factory_dtype, place  # noqa: F401  (re-exported: layers import them from here)
 
 
 def _is_dtype(name: str) -> bool:
@@ -20,56 +23,6 @@ def _is_dtype(name: str) -> bool:
     except TypeError:
         return False
     return True
-
-
-class Parameter(Tensor):
-    """A trainable tensor: always concrete, floating point, and owned by the model.
-
-    Optimizers update `_data` in place, so a compiled function that captured the parameter sees the
-    new values on its next call without retracing.
-
-    >>> import numpy as np
-    >>> p = Parameter(np.zeros((2, 3), "float32"))
-    >>> p.shape, p.dtype
-    ((2, 3), 'float32')
-    """
-
-    __slots__ = ()
-    _is_parameter = True  # requires_grad False: frozen (value_and_grad gives None, optimizers skip it)
-
-    def __init__(self, data, dtype=None, requires_grad: bool = True):
-        if isinstance(data, Tensor):
-            data = data.numpy() if data._var is not None else data._data
-        xp = array_module_of(data) if type(data).__module__.startswith("cupy") else np  # a GPU array stays there
-        arr = xp.asarray(data, dtype=dtype)
-        if arr.dtype.kind != "f":
-            arr = arr.astype("float32")
-        super().__init__(xp.ascontiguousarray(arr))  # Tensor copies: the parameter owns its memory, updated in place
-        # a Parameter made inside a trace is still a weight (captured), never a baked-in constant
-        self._in_trace = False
-        self.requires_grad = bool(requires_grad)  # a leaf whose eager ops are recorded (tracer/autograd.py)
-
-    def requires_grad_(self, requires_grad: bool = True) -> Parameter:
-        """Freeze (False) or unfreeze the parameter: optimizers leave a frozen parameter alone, as in torch."""
-        self.requires_grad = bool(requires_grad)
-        return self
-
-    def __repr__(self) -> str:
-        return "Parameter" + super().__repr__()[len("Tensor"):]
-
-
-class IncompatibleKeys(NamedTuple):
-    """What load_state_dict(strict=False) skipped, as torch's `_IncompatibleKeys`."""
-
-    missing_keys: list[str]
-    unexpected_keys: list[str]
-
-
-class StateDictError(KeyError, ValueError):
-    """load_state_dict found missing, unexpected or mis-shaped keys (catchable as either error)."""
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0])
 
 
 class Module:
@@ -111,50 +64,158 @@ class Module:
         """What the module computes; every subclass defines it, and calling the module calls it."""
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
+    _hooks = None  # a hooks.Hooks on an instance that has some: read as an attribute, so a trace guards it
+
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        hooks = self._hooks
+        if hooks is None:
+            return self.forward(*args, **kwargs)
+        return call_with_hooks(self, hooks, args, kwargs)
+
+    # ------------------------------------------------------------ hooks
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False):
+        """hook(module, args) (with_kwargs: hook(module, args, kwargs)) before each forward; a non-None result
+        replaces the arguments, as torch's. Returns a handle whose remove() unregisters it."""
+        return add_hook(self, "pre", hook, prepend, with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False):
+        """hook(module, args, output) (with_kwargs: hook(module, args, kwargs, output)) after each forward; a
+        non-None result replaces the output, as torch's. Returns a handle whose remove() unregisters it."""
+        return add_hook(self, "forward", hook, prepend, with_kwargs, always_call)
+
+    def register_full_backward_hook(self, hook, prepend: bool = False):
+        """Not supported: loss.backward() has no per-tensor gradient hooks yet to call it from."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.register_full_backward_hook is not supported: loss.backward() runs one compiled "
+            "adjoint and has no per-module gradient hooks; read gradients from .grad after backward(), or take "
+            "autodiff.grad / torch.autograd.grad with respect to the module's inputs and outputs")
+
+    register_backward_hook = register_full_backward_hook
 
     # ------------------------------------------------------------ traversal
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
-        """This module and every descendant, once each, with dotted names ("" for this one)."""
-        seen: set[int] = set()
-        stack = [(prefix, self)]
-        while stack:
-            name, m = stack.pop()
-            if id(m) in seen:
-                continue
-            seen.add(id(m))
-            yield name, m
-            children = [(f"{name}.{n}" if name else n, c) for n, c in m._modules.items()]
-            stack.extend(reversed(children))
+    def named_modules(self, memo: set | None = None, prefix: str = "", remove_duplicate: bool = True
+                      ) -> Iterator[tuple[str, Module]]:
+        """This module and every descendant with dotted names ("" for this one), depth first, as torch's;
+        a module reached twice is listed once unless remove_duplicate=False."""
+        memo = set() if memo is None else memo
+        if self in memo:
+            return
+        if remove_duplicate:
+            memo.add(self)
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
 
     def modules(self) -> Iterator[Module]:
         """This module and every descendant, once each (named_modules without the names)."""
-        return (m for _, m in self.named_modules())
+        for _, m in self.named_modules():
+            yield m
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
-        """(name, module) of the direct children, in the order they were assigned."""
-        return iter(self._modules.items())
+        """(name, module) of the direct children, in the order they were assigned (each module once)."""
+        seen = set()
+        for name, m in self._modules.items():
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
 
     def children(self) -> Iterator[Module]:
         """The direct children, in the order they were assigned."""
-        return iter(self._modules.values())
+        for _, m in self.named_children():
+            yield m
 
-    def named_parameters(self) -> list[tuple[str, Parameter]]:
-        """(dotted name, Parameter) pairs in PyTorch's order: own parameters first, then each child's;
-        a parameter shared by two modules is listed once."""
+    def _named_members(self, members, prefix: str, recurse: bool, remove_duplicate: bool):
         seen: set[int] = set()
-        out = []
-        for prefix, m in self.named_modules():
-            for n, p in m._parameters.items():
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    out.append((f"{prefix}.{n}" if prefix else n, p))
-        return out
+        owners = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        for owner, m in owners:
+            for n, t in members(m).items():
+                if t is None or id(t) in seen:
+                    continue
+                if remove_duplicate:
+                    seen.add(id(t))
+                yield (f"{owner}.{n}" if owner else n), t
 
-    def parameters(self) -> list[Parameter]:
-        """The parameters as a list, the order optimizers and `autodiff.grad(wrt=...)` use."""
-        return [p for _, p in self.named_parameters()]
+    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+                         ) -> Iterator[tuple[str, Parameter]]:
+        """(dotted name, Parameter) pairs in PyTorch's order: own parameters first, then each child's;
+        a parameter shared by two modules is listed once (unless remove_duplicate=False)."""
+        return self._named_members(lambda m: m._parameters, prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """The parameters, as a generator (torch's), in the order optimizers and `autodiff.grad(wrt=...)` use."""
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+                      ) -> Iterator[tuple[str, Tensor]]:
+        """(dotted name, buffer) pairs, own buffers first, then each child's (non-persistent ones too)."""
+        return self._named_members(lambda m: m._buffers, prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        """The buffers (named_buffers without the names), as a generator."""
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def get_submodule(self, target: str) -> Module:
+        """The descendant at the dotted path `target` ("" is this module), as torch's."""
+        mod = self
+        for item in target.split(".") if target else ():
+            if not hasattr(mod, item):
+                raise AttributeError(f"{type(mod).__name__} has no attribute `{item}`")
+            mod = getattr(mod, item)
+            if not isinstance(mod, Module):
+                raise AttributeError(f"`{item}` is not an nn.Module")
+        return mod
+
+    def _get_member(self, target: str, registry: str, what: str):
+        path, _, name = target.rpartition(".")
+        mod = self.get_submodule(path)
+        if not hasattr(mod, name):
+            raise AttributeError(f"{type(mod).__name__} has no attribute `{name}`")
+        if name not in getattr(mod, registry):
+            raise AttributeError(f"`{name}` is not {what}")
+        return getattr(mod, name)
+
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at the dotted path `target` ("fc1.weight"), as torch's."""
+        return self._get_member(target, "_parameters", "an nn.Parameter")
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at the dotted path `target` ("bn.running_mean"), as torch's."""
+        return self._get_member(target, "_buffers", "a buffer")
+
+    # ------------------------------------------------------------ registration
+    def _check_name(self, kind: str, name, registry: dict) -> None:
+        """torch's checks on a name given to register_buffer / register_parameter / add_module."""
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
+        if "." in name:
+            raise KeyError(f'{kind} name can\'t contain ".", got: {name}')
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if hasattr(self, name) and name not in registry:
+            raise KeyError(f"attribute '{name}' already exists")
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Add a parameter under `name` (None: an attribute holding None, as an absent bias), as torch's."""
+        self._check_name("parameter", name, self._parameters)
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                            "(torch.nn.Parameter or None required)")
+        setattr(self, name, param)
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        """Add a child module under `name`, as torch's (register_module is the same)."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        self._check_name("module", name, self._modules)
+        setattr(self, name, module)
+
+    def register_module(self, name: str, module: Module | None) -> None:
+        """Add a child module under `name` (add_module)."""
+        self.add_module(name, module)
 
     # ------------------------------------------------------------ modes
     @property
@@ -169,7 +230,9 @@ class Module:
         object.__setattr__(self, "_training", bool(mode))
 
     def train(self, mode: bool = True) -> Module:
-        """Set training mode (dropout active) on this module and every descendant."""
+        """Set training mode (dropout active) on this module and every descendant; returns self."""
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
         for m in self.modules():
             object.__setattr__(m, "_training", bool(mode))
         return self
@@ -179,52 +242,22 @@ class Module:
         return self.train(False)
 
     # ------------------------------------------------------------ state
-    def _state_items(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
-        """Every (dotted name, Parameter or persistent buffer) path, in torch's state_dict order: a module's
-        parameters, then its buffers, then each child's; a shared parameter once per name."""
-        for n, p in self._parameters.items():
-            yield prefix + n, p
-        for n, b in self._buffers.items():
-            if b is not None and n not in self._non_persistent:
-                yield prefix + n, b
-        for n, m in self._modules.items():
-            yield from m._state_items(f"{prefix}{n}.")
+    def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False) -> dict:
+        """Dotted parameter and persistent buffer name -> a copy of its values as a NumPy array (keep_vars=True:
+        the tensor itself), in torch's order and names. A parameter shared by two modules appears under each of
+        its names, as in torch (so tied weights load from torch and back)."""
+        return module_state.state_dict(self, destination, prefix, keep_vars)
 
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Dotted parameter and buffer name -> a copy of its values as a NumPy array. A parameter shared by two
-        modules appears under each of its names, as in torch (so tied weights load from torch and back)."""
-        return {name: np.array(p.numpy(), copy=True) for name, p in self._state_items()}
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False) -> IncompatibleKeys:
+        """Copy values (arrays, Tensors or torch tensors) into the parameters and buffers, in place (assign=True:
+        bind new tensors holding them); returns torch's (missing_keys, unexpected_keys) named tuple.
 
-    def load_state_dict(self, state, strict: bool = True) -> IncompatibleKeys:
-        """Copy values (arrays or Tensors) into the parameters and buffers, in place; returns
-        (missing_keys, unexpected_keys) as torch's.
-
-        Every missing, unexpected and mis-shaped key is named in one StateDictError (a KeyError and a
-        ValueError); with strict=False missing and unexpected keys are ignored, shapes still checked.
-        Nothing is written unless the whole dict is accepted.
+        Missing and unexpected keys (strict=True) and mis-shaped values are reported in torch's words in one
+        StateDictError, a RuntimeError as torch's (and a KeyError and ValueError). Nothing is written unless the
+        whole dict is accepted. A missing `num_batches_tracked` is left as it is, as torch's BatchNorm does.
         """
-        params = dict(self._state_items())
-        values = {k: np.asarray(v) for k, v in state.items()}
-        missing = [k for k in params if k not in values]
-        unexpected = [k for k in values if k not in params]
-        mis_shaped = [f"{k}: expected {params[k].shape}, got {values[k].shape}"
-                      for k in params if k in values and values[k].shape != params[k].shape]
-        problems = []
-        if strict and missing:
-            problems.append("missing keys: " + ", ".join(missing))
-        if strict and unexpected:
-            problems.append("unexpected keys: " + ", ".join(unexpected))
-        if mis_shaped:
-            problems.append("shape mismatch: " + "; ".join(mis_shaped))
-        if problems:
-            raise StateDictError(f"{type(self).__name__}.load_state_dict: " + " | ".join(problems))
-        for k, p in params.items():
-            if k in values:
-                # an int64 buffer (num_batches_tracked) keeps its dtype; a GPU one takes a device copy
-                p._data[...] = array_module_of(p._data).asarray(values[k])
-        return IncompatibleKeys(missing, unexpected)
+        return module_state.load_state_dict(self, state_dict, strict, assign)
 
-    # ------------------------------------------------------------ buffers
     def register_buffer(self, name: str, tensor, persistent: bool = True) -> None:
         """Register a Tensor that is state but not a parameter (BatchNorm's running statistics): it is in
         state_dict (unless persistent=False), moves with to(), and optimizers never see it.
@@ -235,26 +268,18 @@ class Module:
         >>> list(m.state_dict())
         ['count']
         """
-        if not isinstance(name, str) or not name or "." in name:
-            raise KeyError(f"{type(self).__name__}.register_buffer: name must be a non-empty string without '.', "
-                           f"got {name!r}")
-        if name in self._parameters or name in self._modules:
-            raise KeyError(f"{type(self).__name__}.register_buffer: {name!r} is already a parameter or module")
-        if tensor is not None and not isinstance(tensor, Tensor):
-            tensor = tracer.tensor(np.asarray(tensor))
+        self._check_name("buffer", name, self._buffers)
+        if not (tensor is None or isinstance(tensor, (Tensor, np.ndarray))):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                            "(torch Tensor or None required)")
+        if isinstance(tensor, np.ndarray):
+            tensor = tracer.tensor(tensor)
         self._buffers[name] = tensor
-        if not persistent:
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
             self._non_persistent.add(name)
         object.__setattr__(self, name, tensor)
-
-    def named_buffers(self) -> list[tuple[str, Tensor]]:
-        """(dotted name, buffer) pairs, own buffers first, then each child's."""
-        return [(f"{prefix}.{n}" if prefix else n, b) for prefix, m in self.named_modules()
-                for n, b in m._buffers.items() if b is not None]
-
-    def buffers(self) -> list[Tensor]:
-        """The buffers (named_buffers without the names)."""
-        return [b for _, b in self.named_buffers()]
 
     # ------------------------------------------------------------ helpers
     def apply(self, fn) -> Module:
@@ -295,9 +320,17 @@ class Module:
             else:
                 dtype = tracer.Tensor(np.zeros((), a)).dtype if not isinstance(a, str) else a
         where = None if device is None else parse(device, f"{type(self).__name__}.to: device must be 'cpu' or 'cuda'")
-        for t in self.parameters() + self.buffers():
+        if dtype is not None and np.dtype(dtype).kind != "f":
+            raise TypeError(f"{type(self).__name__}.to only accepts floating point dtypes, but got desired dtype="
+                            f"{np.dtype(dtype).name}")
+        return self._cast(dtype, where)
+
+    def _cast(self, dtype, where=None, floating_only: bool = True) -> Module:
+        """Every parameter and buffer cast to dtype (the floating-point ones only, unless floating_only=False)
+        and/or moved to the device `where`, in place; returns self."""
+        for t in [*self.parameters(), *self.buffers()]:
             data = t._data
-            if dtype is not None and np.dtype(data.dtype).kind == "f":
+            if dtype is not None and (np.dtype(data.dtype).kind == "f" or not floating_only):
                 data = data.astype(dtype)
             t._data = data if where is None else move(data, where)
         if dtype is not None and np.dtype(dtype).kind == "f":
@@ -305,6 +338,22 @@ class Module:
                 if isinstance(m.__dict__.get("_dtype"), str):
                     object.__setattr__(m, "_dtype", np.dtype(dtype).name)
         return self
+
+    def double(self) -> Module:
+        """Floating-point parameters and buffers to float64, in place (torch's model.double()); returns self."""
+        return self._cast("float64")
+
+    def float(self) -> Module:
+        """Floating-point parameters and buffers to float32, in place; returns self."""
+        return self._cast("float32")
+
+    def half(self) -> Module:
+        """Floating-point parameters and buffers to float16, in place; returns self."""
+        return self._cast("float16")
+
+    def type(self, dst_type) -> Module:
+        """Every parameter and buffer to dst_type, integer buffers too (num_batches_tracked), as torch's."""
+        return self._cast(np.dtype(dst_type).name, floating_only=False)
 
     def cuda(self, device=None) -> Module:
         """Move every parameter and buffer to a GPU (torch's model.cuda()); returns self."""
@@ -320,11 +369,13 @@ class Module:
         return ""
 
     def __repr__(self) -> str:
+        """torch's layout: extra_repr's lines, then "(name): child" lines indented by two spaces."""
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
         children = [f"({n}): " + repr(m).replace("\n", "\n  ") for n, m in self._modules.items()]
-        if not children:
-            return f"{type(self).__name__}({self.extra_repr()})"
-        lines = ([self.extra_repr()] if self.extra_repr() else []) + children
-        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+        if not children and len(extra_lines) <= 1:
+            return f"{type(self).__name__}({extra})"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(extra_lines + children) + "\n)"
 
 
 _raw_getattribute = object.__getattribute__

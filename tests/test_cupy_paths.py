@@ -210,7 +210,7 @@ def test_module_to_moves_parameters_and_buffers_and_back(cp):
     model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2)) if hasattr(nn, "BatchNorm2d") else None
     if model is None:
         pytest.skip("no module with buffers")
-    tensors = model.parameters() + model.buffers()
+    tensors = [*model.parameters(), *model.buffers()]
     assert model.buffers()
     model.to(tracer.device("cuda"))
     assert all(_on_gpu(t._data) for t in tensors)
@@ -279,7 +279,7 @@ def test_state_dicts_copies_and_initialisers_write_into_gpu_tensors(cp):
     gpu.load_state_dict(host.state_dict())  # NumPy values into CuPy buffers (CuPy refuses `a[...] = ndarray`)
     for (name, want), got in zip(host.state_dict().items(), gpu.state_dict().values(), strict=True):
         np.testing.assert_array_equal(got, want, err_msg=name)
-    w = gpu.parameters()[0]
+    w = list(gpu.parameters())[0]
     nn.init.normal_(w)
     w.copy_(tracer.ones(w.shape))  # a CPU source, as torch's copy_ across devices
     assert _on_gpu(w._data) and w.numpy().tolist() == np.ones(w.shape).tolist()

@@ -144,7 +144,7 @@ def broadcast_parameters(params, root: int = 0):
         _broadcast_optimizer(world, params, root)
         return params
     if isinstance(params, Module):
-        named = params.named_parameters() + params.named_buffers()
+        named = [*params.named_parameters(), *params.named_buffers()]
     else:
         named = flatten(params)
     try:

@@ -55,7 +55,7 @@ def start_tensors(root, wrt=()) -> list[tuple[str, Tensor]]:
     names: dict[int, str] = {}
     order: list[Tensor] = []
     for path, module in modules_reached(root):
-        for n, t in module.named_parameters() + module.named_buffers():
+        for n, t in [*module.named_parameters(), *module.named_buffers()]:
             if id(t) not in names:
                 names[id(t)] = f"{path}.{n}"
                 order.append(t)

@@ -251,6 +251,6 @@ def test_a_repeated_program_keeps_only_what_its_backward_reads():
            if hasattr(b.value, "op")]
     assert ops.count("matmul") == 2  # the weight's gradient, and fc1's output recomputed
     _, ref = autodiff.value_and_grad(lambda a: (model.fc1(a) ** 2).sum(), wrt=model.parameters())(x)
-    for p, g in zip(model.parameters()[:2], ref[:2], strict=True):
+    for p, g in zip(list(model.parameters())[:2], ref[:2], strict=True):
         np.testing.assert_allclose(p.grad.numpy(), g.numpy(), rtol=1e-5, atol=1e-6)
     assert model.fc2.weight.grad is None

@@ -236,7 +236,7 @@ def test_stress_random_container_arguments_against_eager():
     # sometimes with a tensor (not an array) at a leaf: every call must give the eager answer
     rng = np.random.default_rng(11)
     model = nn.Linear(4, 3)
-    params = model.parameters()
+    params = list(model.parameters())
 
     def fn(batch, scale=1.0):
         x, y = (batch["x"], batch["y"]) if isinstance(batch, dict) else (batch[0], batch[1])

@@ -292,7 +292,7 @@ def test_stress_random_mutations_against_fresh_traces():
     rng = np.random.default_rng(1)
     model = nn.Sequential(nn.Linear(2, 3), nn.Tanh(), nn.Linear(3, 1))
     extra = {"bias": tracer.tensor(np.zeros(1, "float32"))}
-    params = model.parameters()
+    params = list(model.parameters())
 
     def fn(x, scale):
         return ((model(x) + extra["bias"]) ** 2).mean() * scale
@@ -308,7 +308,7 @@ def test_stress_random_mutations_against_fresh_traces():
             # the step's wrt still names the old weight, which fn no longer reaches: an error, then a new step
             with pytest.raises(ValueError, match="neither read by fn nor reachable"):
                 step(X, 1.0)
-            params = model.parameters()
+            params = list(model.parameters())
             step = autodiff.value_and_grad(fn, wrt=params)
         elif what == 2:
             extra["bias"] = tracer.tensor(rng.normal(size=1).astype("float32"))

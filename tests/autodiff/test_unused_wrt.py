@@ -47,7 +47,7 @@ def test_idle_head_gets_none_as_in_torch():
 
 def test_idle_head_does_not_move_under_a_manual_sgd_that_skips_none():
     model = TwoHeads()
-    params = model.parameters()
+    params = list(model.parameters())
     idle = model.b.weight.numpy().copy()
     step = autodiff.value_and_grad(lambda x: model(x, "a"), wrt=params)
     for _ in range(3):

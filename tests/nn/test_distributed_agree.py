@@ -35,9 +35,9 @@ def test_data_parallel_broadcasts_parameters_and_buffers_when_built(fake_mpi):  
     weight = model[0].weight
     dist.data_parallel(step)
     assert model[0].weight is weight  # overwritten in place: the optimizer's tensors are the same ones
-    assert all((t.numpy() == 7).all() for t in model.parameters() + model.buffers())
+    assert all((t.numpy() == 7).all() for t in [*model.parameters(), *model.buffers()])
     bcasts = [c for c in fake_mpi.calls if c[0] == "Bcast"]
-    assert sum(c[2] for c in bcasts) == sum(t.numpy().size for t in model.parameters() + model.buffers())
+    assert sum(c[2] for c in bcasts) == sum(t.numpy().size for t in [*model.parameters(), *model.buffers()])
     names = [name for name, _ in fake_mpi.gathered[0][1]]  # what the processes compared first
     assert names[:2] == ["model.0.weight", "model.0.bias"] and "model.1.running_var" in names
 
@@ -55,7 +55,7 @@ def test_frozen_parameters_and_a_model_held_by_an_object_are_broadcast_too(fake_
 
     trainer = Trainer()
     dist.data_parallel(autodiff.grad(trainer.loss, wrt=trainer.model[0].parameters()))
-    assert all((t.numpy() == 7).all() for t in trainer.model.parameters() + trainer.model.buffers())
+    assert all((t.numpy() == 7).all() for t in [*trainer.model.parameters(), *trainer.model.buffers()])
 
 
 def test_data_a_step_captures_is_not_broadcast(fake_mpi):  # noqa: F811

@@ -112,7 +112,7 @@ def _start(dist):
     model = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.Tanh(), nn.Linear(6, 3))
     if rank == 0:
         model[1].running_mean.copy_(tracer.tensor(np.arange(6.0, dtype="float32")))
-    flat = lambda: np.concatenate([t.numpy().ravel() for t in model.parameters() + model.buffers()])  # noqa: E731
+    flat = lambda: np.concatenate([t.numpy().ravel() for t in [*model.parameters(), *model.buffers()]])  # noqa: E731
     before = flat()
     apart = bool((dist.all_reduce(before, "max") != dist.all_reduce(before, "min")).any())
     rank0 = dist.all_reduce(before if rank == 0 else np.zeros_like(before), "sum")
@@ -138,7 +138,7 @@ def _none(dist):
     rank = dist.rank()
     nn.init.manual_seed(0)
     heads = [nn.Linear(3, 2), nn.Linear(3, 2)]
-    params = heads[0].parameters() + heads[1].parameters()
+    params = [*heads[0].parameters(), *heads[1].parameters()]
     grad = autodiff.grad(lambda x: heads[rank](x).sum(), wrt=params)  # this rank's batch reaches one head
 
     def step(x):  # the head this rank did not use has no gradient (autodiff's zeros made None if need be)

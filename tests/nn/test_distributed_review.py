@@ -21,8 +21,8 @@ dist = nn.distributed
 def test_frozen_parameter_keeps_its_none_gradient(fake_mpi):  # noqa: F811
     nn.init.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
-    frozen = model.parameters()[0].requires_grad_(False)
-    assert frozen is model.parameters()[0]
+    frozen = list(model.parameters())[0].requires_grad_(False)
+    assert frozen is list(model.parameters())[0]
     step = autodiff.value_and_grad(lambda x, y: F.cross_entropy(model(x), y), wrt=model.parameters())
     x, y = np.ones((5, 3), "float32"), np.zeros(5, "int64")
     loss, grads = step(x, y)
@@ -153,7 +153,7 @@ def main():
         bn[1].running_mean.copy_(tracer.tensor(np.arange(3.0, dtype="float32")))
     dist.broadcast_parameters(bn)
     same = all(bool((dist.all_reduce(b.numpy(), "max") == dist.all_reduce(b.numpy(), "min")).all())
-               for b in bn.parameters() + bn.buffers())
+               for b in [*bn.parameters(), *bn.buffers()])
     try:
         nn.data.batches(np.arange(10), 5, shard=(rank, 2))
         seed_none = "no error"

@@ -80,7 +80,7 @@ def test_register_buffer_rules():
     m = nn.Module()
     m.register_buffer("scale", tracer.ones((2,)))
     m.register_buffer("scratch", tracer.zeros((2,)), persistent=False)
-    assert list(m.state_dict()) == ["scale"] and len(m.buffers()) == 2
+    assert list(m.state_dict()) == ["scale"] and len(list(m.buffers())) == 2
     m.scale = tracer.full((2,), 3.0)  # reassigning keeps it a buffer, as in torch
     assert m.state_dict()["scale"].tolist() == [3.0, 3.0]
     with pytest.raises(TypeError, match="buffer 'scale'"):
@@ -88,7 +88,7 @@ def test_register_buffer_rules():
     with pytest.raises(KeyError, match="without '.'"):
         m.register_buffer("a.b", tracer.ones(()))
     m.scale = nn.Parameter(np.ones(2, "float32"))  # a parameter assigned to a buffer's name replaces it
-    assert [n for n, _ in m.named_parameters()] == ["scale"] and len(m.buffers()) == 1
+    assert [n for n, _ in m.named_parameters()] == ["scale"] and len(list(m.buffers())) == 1
 
 
 def test_running_statistics_and_outputs_match_torch_eager_and_compiled():

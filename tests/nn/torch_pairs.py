@@ -24,7 +24,7 @@ def _first(out):
 def outputs_and_grads(module, inputs, weight, float_inputs):
     """tracegrad's output and the gradients of sum(output * weight) for the parameters and float inputs."""
     args = [tracer.tensor(a) for a in inputs]
-    wrt = module.parameters() + [args[i] for i in float_inputs]
+    wrt = list(module.parameters()) + [args[i] for i in float_inputs]
     out = _first(module(*args))
     value_fn = autodiff.grad(lambda *a: (_first(module(*a)) * tracer.tensor(weight)).sum(), wrt=wrt)
     return np.asarray(out), [np.asarray(g) for g in value_fn(*args)]
