@@ -14,6 +14,7 @@ from . import data_dependent as _data_dependent
 from . import device as _device
 from . import index_ops as _index_ops
 from . import inplace as _inplace
+from . import inplace_unary as _inplace_unary
 from . import math as _math
 from . import nn_functions as _nn_functions
 from . import products as _products
@@ -118,7 +119,7 @@ def _install_methods():
 
 _install_methods()
 for _table in (_index_ops.METHODS, _sort_ops.METHODS, _view_ops.METHODS, _products.METHODS,
-               _data_dependent.METHODS):  # issue 22's families
+               _data_dependent.METHODS, _inplace_unary.METHODS):  # issue 22's families
     for _name, _fn in _table.items():
         setattr(Tensor, _name, _fn)
 

@@ -29,6 +29,8 @@ def _classify(k):
         if k.dtype == "bool":
             raise IndexError(_MASK_HINT)
         if k.dtype not in ("int32", "int64"):
+            if k.ndim == 0 and k.dtype in ("int8", "uint8", "int16"):  # a 0-d one is an integer index, as torch's
+                return "array", k.astype("int64")
             raise IndexError(f"a tensor used as an index must be int32 or int64, got {k.dtype}")
         return "array", k
     if isinstance(k, (list, tuple, np.ndarray)):
