@@ -15,14 +15,19 @@ from tracer import Tensor
 from .module import Module, Parameter, _assign, _unassign
 
 
+class NoForwardError(NotImplementedError, TypeError):
+    """Calling a container that has no forward (ModuleList, ModuleDict, ParameterList/Dict): torch raises
+    NotImplementedError; a TypeError too, as tracegrad did before."""
+
+
 def _index(container, idx, what: str = "") -> int:
     """An int index into `container` as a non-negative position; torch's IndexError / TypeError otherwise."""
+    name = type(container).__name__
     if isinstance(idx, bool) or not isinstance(idx, (int, np.integer)):
-        raise TypeError(f"{type(container).__name__} indices must be integers or slices, not {type(idx).__name__}"
-                        f"{what}")
+        raise TypeError(f"{name}{what}: takes an int index, got {type(idx).__name__}")
     n = len(container)
     if not -n <= idx < n:
-        raise IndexError(f"index {idx} is out of range")
+        raise IndexError(f"index {idx} is out of range for a {name} of {n} modules")
     return int(idx) % n
 
 
@@ -102,7 +107,7 @@ class Sequential(_Ordered):
         if not isinstance(module, Module):
             raise TypeError(f"{type(self).__name__}[{idx!r}] = value: value must be a Module, got "
                             f"{type(module).__name__}")
-        setattr(self, list(self._modules)[_index(self, idx)], module)
+        setattr(self, list(self._modules)[_index(self, idx, f'[{idx!r}] = value')], module)
 
     def __add__(self, other: Sequential) -> Sequential:
         if not isinstance(other, Sequential):
@@ -193,7 +198,7 @@ class ModuleList(_Ordered):
         _rebuild(self, self._modules, [(str(i), m) for i, m in enumerate(mods)])
 
     def forward(self, *args, **kwargs):
-        raise NotImplementedError("ModuleList has no forward: iterate over it and call each module")
+        raise NoForwardError("ModuleList has no forward: iterate over it and call each module")
 
     def __repr__(self) -> str:
         """torch's: runs of equal children are printed once, as "(0-2): 3 x Linear(...)"."""
@@ -282,7 +287,7 @@ class ModuleDict(Module):
             self[pair[0]] = pair[1]
 
     def forward(self, *args, **kwargs):
-        raise NotImplementedError("ModuleDict has no forward: look a module up by its key and call it")
+        raise NoForwardError("ModuleDict has no forward: look a module up by its key and call it")
 
 
 def _as_parameter(value):
@@ -363,7 +368,7 @@ class ParameterList(Module):
         return "\n".join(f"  ({k}): {_describe(p, False)}" for k, p in enumerate(self))
 
     def forward(self, *args, **kwargs):
-        raise NotImplementedError("ParameterList has no forward")
+        raise NoForwardError("ParameterList has no forward")
 
 
 class ParameterDict(Module):
@@ -431,7 +436,7 @@ class ParameterDict(Module):
         return "\n".join(f"  ({k}): {_describe(p, True)}" for k, p in self.items())
 
     def forward(self, *args, **kwargs):
-        raise NotImplementedError("ParameterDict has no forward")
+        raise NoForwardError("ParameterDict has no forward")
 
 
 __all__ = ["ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "Sequential"]

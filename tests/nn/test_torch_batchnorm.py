@@ -85,7 +85,7 @@ def test_register_buffer_rules():
     assert m.state_dict()["scale"].tolist() == [3.0, 3.0]
     with pytest.raises(TypeError, match="buffer 'scale'"):
         m.scale = 3.0
-    with pytest.raises(KeyError, match="without '.'"):
+    with pytest.raises(KeyError, match=r'name can.+t contain "\."'):
         m.register_buffer("a.b", tracer.ones(()))
     m.scale = nn.Parameter(np.ones(2, "float32"))  # a parameter assigned to a buffer's name replaces it
     assert [n for n, _ in m.named_parameters()] == ["scale"] and len(list(m.buffers())) == 1
