@@ -6,6 +6,7 @@ from .activations import ELU, GELU, LeakyReLU, LogSoftmax, Mish, ReLU, Sigmoid, 
 from .attention import MultiheadAttention
 from .checkpoint import checkpoint_sequential
 from .checkpoint_errors import CheckpointError, UnsafeCheckpointError
+from .containers import ModuleDict, ParameterDict, ParameterList
 from .layers import (
     AvgPool2d,
     Conv1d,
@@ -62,6 +63,7 @@ __all__ = [
     "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer",
     "AvgPool2d", "Conv1d", "Conv2d", "Dropout", "Dropout2d", "Embedding", "Flatten", "Identity", "LayerNorm", "Linear",
     "MaxPool2d", "ModuleList", "Sequential", "Unflatten",
+    "ModuleDict", "ParameterDict", "ParameterList",
     "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss",
     "SmoothL1Loss",
     "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
