@@ -20,8 +20,8 @@ def _swap_last(b, x):
 @register_vjp("nn.scaled_dot_product_attention")
 def nn_scaled_dot_product_attention_vjp(b, call, out, g):
     """Forward: y = P @ v, P = softmax(mask(q @ k^T * scale)) over the last axis
-    Backward: dv = P^T @ g, dS = P * (dP - sum(dP * P)) with dP = g @ v^T, dq = dS @ k * scale,
-    dk = dS^T @ q * scale, dmask = dS for a float mask (none for a bool one)"""
+    Backward: dv = P^T @ g, dS = P * (dP - sum(dP * P)), dP = g @ v^T, dq = dS @ k * scale, dk = dS^T @ q * scale"""
+    # dmask = dS for a float mask (none for a bool one); dS is zero where a bool or causal mask replaced the score
     q, k, v, mask = call.args
     scale, dtype = call.attrs["scale"], q.type.dtype
     s = b.call("multiply", b.call("matmul", q, _swap_last(b, k)), const(scale, dtype))
