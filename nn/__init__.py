@@ -2,7 +2,35 @@
 import autodiff as _autodiff  # noqa: F401  (installs loss.backward(): `import nn` is enough for the torch loop)
 
 from . import data, distributed, functional, init, optim, param_vector, safetensors, utils
-from .activations import ELU, GELU, LeakyReLU, LogSoftmax, Mish, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
+from .activations import (
+    CELU,
+    ELU,
+    GELU,
+    GLU,
+    SELU,
+    Hardshrink,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    Mish,
+    PReLU,
+    ReLU,
+    ReLU6,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softmax2d,
+    Softmin,
+    Softplus,
+    Softshrink,
+    Softsign,
+    Tanh,
+    Tanhshrink,
+    Threshold,
+)
 from .attention import MultiheadAttention
 from .checkpoint import checkpoint_sequential
 from .checkpoint_errors import CheckpointError, UnsafeCheckpointError
@@ -57,7 +85,9 @@ from .transformer import (
 )
 
 __all__ = [
-    "ELU", "GELU", "LeakyReLU", "LogSoftmax", "Mish", "ReLU", "SiLU", "Sigmoid", "Softmax", "Softplus", "Tanh",
+    "CELU", "ELU", "GELU", "GLU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU", "LogSigmoid",
+    "LogSoftmax", "Mish", "PReLU", "ReLU", "ReLU6", "SELU", "SiLU", "Sigmoid", "Softmax", "Softmax2d", "Softmin",
+    "Softplus", "Softshrink", "Softsign", "Tanh", "Tanhshrink", "Threshold",
     "MultiheadAttention",
     "GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCell",
     "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer",

@@ -1,5 +1,13 @@
-"""torch.nn.functional's remaining activations (re-exported from nn.functional): hardsigmoid, hardswish,
-hardtanh, relu6, selu, celu, softsign, tanhshrink, softshrink, hardshrink, threshold, glu, softmin.
+"""torch.nn.functional's activations (re-exported from nn.functional): relu, leaky_relu, elu, silu, mish, softplus,
+prelu, hardsigmoid, hardswish, hardtanh, relu6, selu, celu, softsign, tanhshrink, softshrink, hardshrink, threshold,
+glu, softmin.
+
+`inplace=True` (accepted wherever torch's takes it) writes the result into the input, as torch's, when the input is
+a plain tensor or a traced value. torch refuses an in-place op on a leaf that requires grad, and so does tracegrad
+(RuntimeError, torch's message); on a recorded non-leaf (the output of another op, with loss.backward() to come)
+the result is returned out of place and the input is left as it was: the recorded backward of most of these needs
+the input's old values, which torch keeps by saving the output instead. Use the returned tensor, as nn.Sequential
+and every torch model do.
 
 Each is composed of tracer primitives with `where` selects whose conditions are torch's, so the
 gradient at every kink is torch's too: hardtanh, relu6, hardsigmoid, softshrink, hardshrink and threshold
@@ -31,13 +39,81 @@ def _check_float(fn: str, x: Tensor) -> Tensor:
     return x
 
 
+def inplace_result(x: Tensor, y: Tensor, inplace: bool) -> Tensor:
+    """y, written into x when inplace (see the module docstring for the rule on tensors that require grad)."""
+    if not inplace:
+        return y
+    if x._var is None and tracer.is_grad_enabled() and x.requires_grad:
+        if x.is_leaf:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        return y
+    return x.copy_(y)
+
+
+def relu(input, inplace: bool = False) -> Tensor:  # noqa: A002
+    """max(input, 0), gradient 0 at 0 (torch's)."""
+    x = _tensor(input)
+    return inplace_result(x, tracer.relu(x), inplace)
+
+
+def silu(input, inplace: bool = False) -> Tensor:  # noqa: A002
+    """input * sigmoid(input)."""
+    x = _tensor(input)
+    return inplace_result(x, tracer.silu(x), inplace)
+
+
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:  # noqa: A002
+    """input where input > 0, else negative_slope * input (slope negative_slope at 0, as torch's)."""
+    x = _tensor(input)
+    return inplace_result(x, tracer.where(x > 0, x, x * negative_slope), inplace)
+
+
+def elu(input, alpha: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A002
+    """input where input > 0, else alpha * (exp(input) - 1); slope alpha at 0, as torch's."""
+    x = _tensor(input)
+    return inplace_result(x, _elu(x, alpha, 1.0, 1.0), inplace)
+
+
+def softplus(input, beta: float = 1.0, threshold: float = 20.0) -> Tensor:  # noqa: A002
+    """log(1 + exp(beta * input)) / beta, and input itself where beta * input > threshold, as torch's; written as
+    max(z, 0) + log(1 + exp(-|z|)) so that exp never overflows."""
+    x = _tensor(input)
+    z = x * beta
+    smooth = (tracer.maximum(z, 0.0) + tracer.log(tracer.exp(-tracer.abs(z)) + 1.0)) * (1.0 / beta)
+    return tracer.where(z > threshold, x, smooth)
+
+
+def mish(input, inplace: bool = False) -> Tensor:  # noqa: A002
+    """input * tanh(softplus(input))."""
+    x = _tensor(input)
+    return inplace_result(x, x * tracer.tanh(softplus(x)), inplace)
+
+
+def prelu(input, weight) -> Tensor:  # noqa: A002
+    """input where input > 0, else weight * input, with weight (1,) or one slope per channel (axis 1), as
+    torch's."""
+    x, w = _tensor(input), _tensor(weight)
+    if w.ndim > 1:
+        raise RuntimeError(f"prelu: weight must be 0-d or 1-d, got shape {w.shape}")
+    n = 1 if w.ndim == 0 else w.shape[0]
+    if n != 1:
+        channels = x.shape[1] if x.ndim >= 2 else None
+        if channels != n:
+            raise RuntimeError(f"prelu: mismatch of parameter numbers and input channel size: weight has {n} "
+                               f"slopes, input of shape {x.shape} has {channels} channels (axis 1)")
+        w = tracer.reshape(w, (1, n) + (1,) * (x.ndim - 2))
+    elif w.ndim == 1 and x.ndim == 0:
+        w = tracer.reshape(w, ())
+    return tracer.where(x > 0, x, x * w)
+
+
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A002
     """input limited to [min_val, max_val]; gradient 1 strictly inside, 0 at and beyond the bounds (torch's)."""
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
     x = _tensor(input)
     y = tracer.where(x <= min_val, min_val, tracer.where(x >= max_val, max_val, x))
-    return x.copy_(y) if inplace else y
+    return inplace_result(x, y, inplace)
 
 
 def relu6(input, inplace: bool = False) -> Tensor:  # noqa: A002
@@ -49,7 +125,7 @@ def hardsigmoid(input, inplace: bool = False) -> Tensor:  # noqa: A002
     """relu6(input + 3) / 6; gradient 1/6 strictly inside (-3, 3), else 0."""
     x = _check_float("hardsigmoid", _tensor(input))
     y = tracer.where(x <= -3.0, 0.0, tracer.where(x >= 3.0, 1.0, (x + 3.0) / 6.0))
-    return x.copy_(y) if inplace else y
+    return inplace_result(x, y, inplace)
 
 
 def hardswish(input, inplace: bool = False) -> Tensor:  # noqa: A002
@@ -57,7 +133,7 @@ def hardswish(input, inplace: bool = False) -> Tensor:  # noqa: A002
     (torch's)."""
     x = _check_float("hardswish", _tensor(input))
     y = tracer.where(x <= -3.0, 0.0, tracer.where(x < 3.0, x * (x + 3.0) / 6.0, x))
-    return x.copy_(y) if inplace else y
+    return inplace_result(x, y, inplace)
 
 
 def _elu(x: Tensor, alpha: float, scale: float, input_scale: float) -> Tensor:
@@ -72,7 +148,7 @@ def selu(input, inplace: bool = False) -> Tensor:  # noqa: A002
     """scale * (max(0, x) + min(0, alpha * (exp(x) - 1))) with torch's alpha and scale."""
     x = _check_float("selu", _tensor(input))
     y = _elu(x, SELU_ALPHA, SELU_SCALE, 1.0)
-    return x.copy_(y) if inplace else y
+    return inplace_result(x, y, inplace)
 
 
 def celu(input, alpha: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A002
@@ -81,7 +157,7 @@ def celu(input, alpha: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A
         raise ValueError("celu: alpha must not be 0 (it divides x)")
     x = _check_float("celu", _tensor(input))
     y = _elu(x, alpha, 1.0, 1.0 / alpha)
-    return x.copy_(y) if inplace else y
+    return inplace_result(x, y, inplace)
 
 
 def softsign(input) -> Tensor:  # noqa: A002
@@ -119,7 +195,7 @@ def threshold(input, threshold: float, value: float, inplace: bool = False) -> T
     """input where input > threshold, else value (gradient 0 at the threshold, as torch's)."""
     x = _tensor(input)
     y = tracer.where(x > threshold, x, value)
-    return x.copy_(y) if inplace else y
+    return inplace_result(x, y, inplace)
 
 
 @torch_names
@@ -147,5 +223,5 @@ def softmin(input, dim: int | None = None, _stacklevel: int = 3, dtype: str | No
     return tracer.softmax(-x, axis=dim)
 
 
-__all__ = ["celu", "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "relu6", "selu", "softmin",
-           "softshrink", "softsign", "tanhshrink", "threshold"]
+__all__ = ["celu", "elu", "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "mish", "prelu",
+           "relu", "relu6", "selu", "silu", "softmin", "softplus", "softshrink", "softsign", "tanhshrink", "threshold"]

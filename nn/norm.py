@@ -107,10 +107,11 @@ class _BatchNorm(_NormBase):
     """
 
     def forward(self, x):
-        x = self._checked(x)
-        if x.shape[1] != self.num_features:
-            raise ValueError(f"{type(self).__name__}: expected input with {self.num_features} channels on axis 1, "
-                             f"got shape {x.shape}")
+        x = check_input(self, x, self._dtype)
+        if x.ndim not in self._ndims or x.shape[1] != self.num_features:
+            wanted = " or ".join(f"{n}-d" for n in self._ndims)
+            raise ValueError(f"{type(self).__name__}: expected {wanted} input with {self.num_features} channels on "
+                             f"axis 1, got shape {x.shape}")
         momentum = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
             self.num_batches_tracked.copy_(self.num_batches_tracked + 1)

@@ -163,7 +163,7 @@ def test_functional_batch_norm_updates_running_statistics_as_torch():
 
 
 def test_norm_errors_name_the_layer_and_shapes():
-    with pytest.raises(ValueError, match=r"BatchNorm3d: expected 5D input"):
+    with pytest.raises(ValueError, match=r"BatchNorm3d: expected 5-d input with 2 channels"):
         nn.BatchNorm3d(2)(np.zeros((2, 2, 3), "float32"))
     with pytest.raises(ValueError, match="more than 1 value per channel"):
         nn.BatchNorm1d(2)(np.zeros((1, 2), "float32"))
