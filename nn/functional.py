@@ -15,6 +15,7 @@ import tracer
 from tracer import Tensor, gelu, relu, sigmoid, silu, tanh  # noqa: F401  (re-exported as F.relu, ...)
 from tracer.attention import scaled_dot_product_attention  # noqa: F401  (F.scaled_dot_product_attention)
 from tracer.products import normalize  # noqa: F401  (re-exported as F.normalize)
+from tracer.tensor import active_trace as _active_trace
 from tracer.torch_methods import torch_names
 
 from . import pooling as _pooling
@@ -263,9 +264,21 @@ def _reduce(losses: Tensor, reduction: str) -> Tensor:
     return losses
 
 
-def one_hot(labels, num_classes: int, dtype: str = "float32") -> Tensor:
-    """(…,) integer labels -> (…, num_classes) one-hot rows, built by comparison (no scatter needed)."""
+def one_hot(labels, num_classes: int = -1, dtype: str = "float32") -> Tensor:
+    """(…,) integer labels -> (…, num_classes) one-hot rows, built by comparison (no scatter needed).
+    num_classes=-1 (torch's default) is max(labels) + 1, which needs the values (a TraceError inside a trace);
+    eagerly a negative or too-large class is torch's RuntimeError (inside a trace its row stays all zeros)."""
     labels = _tensor(labels)
+    data = None if labels._data is None or _active_trace() is not None else labels.numpy()
+    if num_classes == -1:
+        if data is None:
+            raise tracer.TraceError("one_hot inside a trace: num_classes=-1 takes max(labels) + 1, a value the trace "
+                                    "does not know; pass num_classes")
+        num_classes = int(data.max()) + 1 if data.size else 0
+    if data is not None and data.size and data.min() < 0:
+        raise RuntimeError("one_hot: Class values must be non-negative.")
+    if data is not None and data.size and data.max() >= num_classes:
+        raise RuntimeError(f"one_hot: Class values must be smaller than num_classes ({num_classes}).")
     classes = tracer.tensor(np.arange(num_classes, dtype=labels.dtype))
     return tracer.astype(tracer.expand_dims(labels, -1) == classes, dtype)
 

@@ -27,12 +27,19 @@ def softmax(x, axis: int = -1) -> Tensor:
     >>> tracer.softmax(tracer.tensor([0.0, 0.0])).numpy().tolist()
     [0.5, 0.5]
     """
-    return apply("nn.softmax", [as_tensor(x)], axis=_int(axis, "softmax", "axis"))
+    return _scalar_as_row("nn.softmax", as_tensor(x), _int(axis, "softmax", "axis"))
+
+
+def _scalar_as_row(op: str, x: Tensor, axis: int) -> Tensor:
+    """op along axis; a 0-d x with axis 0 or -1 as the one-element row it is to torch (softmax(2.0) is 1.0)."""
+    if x.ndim == 0 and axis in (0, -1):
+        return apply("reshape", [apply(op, [apply("reshape", [x], shape=(1,))], axis=0)], shape=())
+    return apply(op, [x], axis=axis)
 
 
 def log_softmax(x, axis: int = -1) -> Tensor:
     """log(softmax(x, axis)), computed without forming softmax (stable for large logits)."""
-    return apply("nn.log_softmax", [as_tensor(x)], axis=_int(axis, "log_softmax", "axis"))
+    return _scalar_as_row("nn.log_softmax", as_tensor(x), _int(axis, "log_softmax", "axis"))
 
 
 def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> Tensor:

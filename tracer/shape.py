@@ -79,7 +79,14 @@ def var(x, axis=None, keepdims: bool = False, *, correction: int = 0, unbiased: 
         return v
     axes = range(x.ndim) if axis is None else [_axis("var", a, x.ndim) for a in _ints(axis)]
     n = math.prod(x.shape[a] for a in axes)
-    return v * (n / (n - correction) if n > correction else float("nan"))
+    if n > correction:
+        return v * (n / (n - correction))
+    # torch divides the sum of squares by max(0, n - correction): inf, or nan where that sum is 0 (or nan)
+    import warnings
+    warnings.warn("var(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor "
+                  "(input numel divided by output numel)", UserWarning, stacklevel=2)
+    from .math import where
+    return where(v > 0, float("inf"), float("nan")) if n else v
 
 
 def argmax(x, axis: int | None = None, keepdims: bool = False) -> Tensor:
@@ -203,7 +210,9 @@ def cumsum(x, axis: int | None = None, *, exclusive: bool = False) -> Tensor:
     [[1, 3], [3, 7]]
     """
     x = as_tensor(x)
-    x = astype(x, "int64") if x.dtype in ("bool", "int32") else x
+    x = astype(x, "int64") if x.dtype in ("bool", "int8", "uint8", "int16", "int32") else x
+    if x.ndim == 0 and axis in (0, -1):  # torch: a 0-d tensor's dim 0 / -1 is the tensor itself
+        return reshape(apply("cumsum", [reshape(x, (1,))], axis=0, exclusive=exclusive), ())
     return apply("cumsum", [x], axis=axis, exclusive=exclusive)
 
 

@@ -202,14 +202,15 @@ def sub(x, other, *, alpha=1) -> Tensor:
 
 def _any(x, axis=None, keepdims: bool = False) -> Tensor:
     """True where any element along `axis` (all axes by default) is nonzero."""
-    hits = astype(not_equal(as_tensor(x), 0), "int32")
-    return greater(_shape.max(hits, axis=axis, keepdims=keepdims), 0)
+    # a count, not a max: over an empty axis it is 0, so any() is False there, as torch (a max has no value)
+    hits = astype(not_equal(as_tensor(x), 0), "int64")
+    return greater(_shape.sum(hits, axis=axis, keepdims=keepdims), 0)
 
 
 def _all(x, axis=None, keepdims: bool = False) -> Tensor:
     """True where every element along `axis` (all axes by default) is nonzero."""
-    hits = astype(not_equal(as_tensor(x), 0), "int32")
-    return greater(_shape.min(hits, axis=axis, keepdims=keepdims), 0)
+    misses = astype(_m.equal(as_tensor(x), 0), "int64")  # none missing over an empty axis: True, as torch
+    return _m.equal(_shape.sum(misses, axis=axis, keepdims=keepdims), 0)
 
 
 def _torch_extremum(reduce, name: str):

@@ -219,6 +219,8 @@ def logsumexp(x, axis=None, keepdims: bool = False) -> Tensor:
     -inf
     """
     x = as_tensor(x)
+    if x.ndim == 0 and axis in (0, -1):  # torch: a 0-d tensor's dim 0 / -1 is the tensor itself
+        return _shape.reshape(logsumexp(_shape.reshape(x, (1,)), 0, keepdims), ())
     reduced = range(x.ndim) if axis is None else (axis if isinstance(axis, (tuple, list)) else (axis,))
     if any(x.shape[a] == 0 for a in reduced):  # an empty sum is 0, its log -inf (max has no value to shift by)
         return _shape.sum(x.exp(), axis=axis, keepdims=keepdims).log()
