@@ -13,10 +13,11 @@ import math
 import numpy as np
 
 import tracer
-from tracer.tensor import Tensor, apply, dtype_name
+from tracer.tensor import Tensor, apply
 
 from . import init
 from .module import Module, Parameter, check_input
+from .parameter import factory_dtype  # one rule for every layer (np.float64, torch.float64 too)
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -174,9 +175,6 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
 # ---------------------------------------------------------------- modules
 
 
-def factory_dtype(dtype) -> str:
-    """torch's dtype= factory argument: None is the default float32."""
-    return "float32" if dtype is None else dtype_name(np.dtype(str(dtype).replace("torch.", "")))
 
 
 class _ConvNd(Module):
@@ -233,7 +231,7 @@ class _ConvNd(Module):
         nd = self._nd
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
         if self.padding != (0,) * nd:
-            s += f", padding={self.padding!r}" if isinstance(self.padding, str) else f", padding={self.padding}"
+            s += f", padding={self.padding}"  # as torch's: padding=same, unquoted
         if self.dilation != (1,) * nd:
             s += f", dilation={self.dilation}"
         if self.output_padding != (0,) * nd:

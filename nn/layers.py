@@ -37,7 +37,7 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
         super().__init__()
-        dtype = factory_dtype(self, dtype)
+        dtype = factory_dtype(dtype, self)
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(np.empty((out_features, in_features), dtype))
         self.bias = Parameter(np.empty((out_features,), dtype)) if bias else None
@@ -88,7 +88,7 @@ class _ConvNd(Module):
         else:
             self.padding = ints(name, "padding", padding, 0)
             self._pads = tuple((p, p) for p in self.padding)
-        dtype = factory_dtype(self, dtype)
+        dtype = factory_dtype(dtype, self)
         self.weight = Parameter(np.empty((out_channels, in_channels // groups, *self.kernel_size), dtype))
         self.bias = Parameter(np.empty((out_channels,), dtype)) if bias else None
         _default_init(self.weight, self.bias, init.fan_in_and_fan_out(self.weight.shape)[0])
@@ -228,7 +228,7 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings: int, dim: int, padding_idx: int | None = None, device=None, dtype=None):
         super().__init__()
-        dtype = factory_dtype(self, dtype)
+        dtype = factory_dtype(dtype, self)
         if padding_idx is not None:
             if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)) or \
                     not -num_embeddings <= padding_idx < num_embeddings:
@@ -269,7 +269,7 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
                  device=None, dtype=None):
         super().__init__()
-        dtype = factory_dtype(self, dtype)
+        dtype = factory_dtype(dtype, self)
         shape = tuple(normalized_shape) if isinstance(normalized_shape, (tuple, list)) else (normalized_shape,)
         if not shape or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0 for d in shape):
             raise ValueError(f"LayerNorm: normalized_shape must be a positive int or a tuple of them, "

@@ -14,15 +14,7 @@ import tracer
 
 from . import norm_functional as NF
 from .module import Module, Parameter, check_input
-
-
-def factory_dtype(dtype) -> str:
-    """A layer's dtype= argument as a dtype name: None is float32; a NumPy dtype, its name, or torch's spelling
-    (torch.float64, "torch.float64") is accepted."""
-    if dtype is None:
-        return "float32"
-    name = str(dtype).removeprefix("torch.")
-    return np.dtype(name).name
+from .parameter import factory_dtype  # one rule for every layer (np.float64, torch.float64 too)
 
 
 def place_on(module: Module, device) -> Module:

@@ -45,7 +45,7 @@ class Parameter(Tensor):
         return "Parameter" + super().__repr__()[len("Tensor"):]
 
 
-def factory_dtype(layer, dtype) -> str:
+def factory_dtype(dtype, layer=None) -> str:
     """A layer's `dtype=` argument as a dtype name: None is float32 (torch's default dtype); numpy dtypes, their
     names and torch's dtypes (torch.float64) are accepted; a non-floating dtype is a TypeError naming the layer."""
     if dtype is None:
@@ -54,11 +54,15 @@ def factory_dtype(layer, dtype) -> str:
     try:
         name = np.dtype(text[len("torch."):] if text.startswith("torch.") else dtype).name
     except TypeError:
-        raise TypeError(f"{type(layer).__name__}: dtype must be a floating-point dtype, got {dtype!r}") from None
+        raise TypeError(f"{_who(layer)}dtype must be a floating-point dtype, got {dtype!r}") from None
     if np.dtype(name).kind != "f":
-        raise TypeError(f"{type(layer).__name__}: dtype must be a floating-point dtype (its parameters are "
+        raise TypeError(f"{_who(layer)}dtype must be a floating-point dtype (its parameters are "
                         f"trainable), got {name}")
     return name
+
+
+def _who(layer) -> str:
+    return "" if layer is None else f"{type(layer).__name__}: "
 
 
 def place(module, device):
