@@ -10,7 +10,7 @@ import tracer
 from . import functional as F
 from . import init
 from .layers import Linear
-from .module import Module, Parameter, check_input
+from .module import Module, Parameter, check_input, factory_dtype, place
 
 
 class MultiheadAttention(Module):
@@ -35,8 +35,9 @@ class MultiheadAttention(Module):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 batch_first: bool = True, dtype: str = "float32"):
+                 batch_first: bool = True, device=None, dtype=None):
         super().__init__()
+        dtype = factory_dtype(dtype, self)
         if isinstance(dropout, bool):  # the old positional order was (embed_dim, num_heads, bias, dropout)
             raise TypeError("MultiheadAttention: dropout must be a number; pass bias by keyword (torch's order is "
                             "embed_dim, num_heads, dropout, bias)")
@@ -49,6 +50,7 @@ class MultiheadAttention(Module):
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         if bias:
             init.zeros_(self.out_proj.bias)  # as torch's _reset_parameters
+        place(self, device)
 
     def forward(self, query, key=None, value=None, key_padding_mask=None, need_weights: bool = True,
                 attn_mask=None, average_attn_weights: bool = True, is_causal: bool = False):

@@ -241,7 +241,7 @@ def test_repr_as_torch():
     lambda lib, **kw: lib.Linear(3, 2, **kw), lambda lib, **kw: lib.Conv2d(1, 2, 3, **kw),
     lambda lib, **kw: lib.Conv1d(1, 2, 3, **kw), lambda lib, **kw: lib.Embedding(4, 3, **kw),
     lambda lib, **kw: lib.LayerNorm(3, **kw), lambda lib, **kw: lib.BatchNorm2d(3, **kw),
-    lambda lib, **kw: lib.GroupNorm(1, 3, **kw)])
+    lambda lib, **kw: lib.GroupNorm(1, 3, **kw), lambda lib, **kw: lib.MultiheadAttention(4, 2, **kw)])
 def test_device_and_dtype_factory_arguments(make):
     for dtype in ("float64", np.float64, torch.float64):
         m = make(nn, device="cpu", dtype=dtype)
