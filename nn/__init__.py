@@ -37,8 +37,6 @@ from .checkpoint_errors import CheckpointError, UnsafeCheckpointError
 from .containers import ModuleDict, ParameterDict, ParameterList
 from .layers import (
     AvgPool2d,
-    Conv1d,
-    Conv2d,
     Dropout,
     Dropout2d,
     Embedding,
@@ -46,7 +44,6 @@ from .layers import (
     Identity,
     LayerNorm,
     Linear,
-    MaxPool2d,
     ModuleList,
     Sequential,
     Unflatten,
@@ -102,4 +99,46 @@ __all__ = [
     "CheckpointError", "UnsafeCheckpointError",
     "checkpoint_sequential", "data", "distributed", "functional", "init", "load", "optim", "param_vector",
     "safetensors", "save", "utils",
+]
+
+# convolution and resampling (issue 21 item 4): nn.conv's Conv1d/Conv2d (padding_mode, device=, dtype=) and
+# nn.pool_modules' MaxPool2d (return_indices) supersede nn.layers' versions
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: E402
+from .padding import (  # noqa: E402
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
+from .pool_modules import (  # noqa: E402
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AvgPool1d,
+    MaxPool1d,
+    MaxPool2d,
+)
+from .resample import Fold, PixelShuffle, PixelUnshuffle, Unfold, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: E402,E501
+
+__all__ += [
+    "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+    "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d",
+    "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d",
+    "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+    "AvgPool1d", "MaxPool1d",
+    "Fold", "PixelShuffle", "PixelUnshuffle", "Unfold", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d",
 ]
