@@ -22,6 +22,7 @@ from . import pooling as _pooling
 from .activations import elu, leaky_relu, mish, softplus  # noqa: F401  (re-exported as F.elu, ...)
 from .activations_functional import *  # noqa: F401,F403  (hardtanh, relu6, selu, glu, softmin, ...)
 from .activations_functional import __all__ as _activations
+from .conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d  # noqa: F401
 from .norm_functional import __all__ as _norms
 from .norm_functional import (  # noqa: F401  (re-exported as F.batch_norm, ...)
     batch_norm,
@@ -30,6 +31,19 @@ from .norm_functional import (  # noqa: F401  (re-exported as F.batch_norm, ...)
     layer_norm,
     local_response_norm,
     rms_norm,
+)
+from .padding import pad  # noqa: F401
+from .pooling import adaptive_max_pool1d, adaptive_max_pool2d, avg_pool1d, max_pool1d  # noqa: F401
+from .resample import __all__ as _resample
+from .resample import (  # noqa: F401
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    adaptive_avg_pool3d,
+    fold,
+    interpolate,
+    pixel_shuffle,
+    pixel_unshuffle,
+    unfold,
 )
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -283,18 +297,11 @@ def one_hot(labels, num_classes: int = -1, dtype: str = "float32") -> Tensor:
     return tracer.astype(tracer.expand_dims(labels, -1) == classes, dtype)
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
-    """2-D cross-correlation of x (N, C, H, W) with weight (O, C / groups, kh, kw), as torch's conv2d."""
-    return tracer.conv2d(_tensor(x), weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
-
-
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False) -> Tensor:
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """The maximum of each window of x (N, C, H, W), as torch's: stride defaults to kernel_size, padding at most
-    half the window, ceil_mode=True rounds the window count up (a window starting past the input dropped)."""
-    if return_indices:
-        raise NotImplementedError("max_pool2d: return_indices=True is not supported (no indices are computed); "
-                                  "use return_indices=False")
-    return _pooling.max_pool2d(_tensor(x), kernel_size, stride, padding, dilation, ceil_mode)
+    half the window, ceil_mode=True rounds the window count up (a window starting past the input dropped);
+    return_indices=True also gives torch's int64 indices (row * W + column in each plane)."""
+    return _pooling.max_pool2d(_tensor(x), kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
@@ -311,3 +318,6 @@ __all__ = ["avg_pool2d", "binary_cross_entropy", "binary_cross_entropy_with_logi
            "silu", "smooth_l1_loss", "softmax", "softplus", "tanh"] + _activations
 __all__ += [n for n in _norms if n not in __all__]
 __all__ += ["normalize"]
+__all__ += ["adaptive_max_pool1d", "adaptive_max_pool2d", "avg_pool1d", "conv1d", "conv3d", "conv_transpose1d",
+            "conv_transpose2d", "conv_transpose3d", "max_pool1d", "pad"]
+__all__ += [n for n in _resample if n[0].islower()]

@@ -16,6 +16,8 @@ from ir.ops.conv import window_taps
 from tracer import Tensor
 from tracer.tensor import apply
 
+from .resample import adaptive_bounds, adaptive_sizes, constant
+
 
 def _pair(fn: str, name: str, v, low: int) -> tuple[int, int]:
     items = tuple(v) if isinstance(v, (tuple, list)) else (v, v)
@@ -56,12 +58,51 @@ def geometry(fn: str, x: Tensor, kernel_size, stride, padding, dilation, ceil_mo
                 ceil_mode=False, out=tuple(out))
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False) -> Tensor:
-    """torch.nn.functional.max_pool2d's windows, ceil_mode included."""
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """torch.nn.functional.max_pool2d's windows, ceil_mode included; return_indices adds torch's int64 indices
+    (row * W + column of each window's first maximum in its plane)."""
     x = tracer.tensor(x) if not isinstance(x, Tensor) else x
     attrs = geometry("max_pool2d", x, kernel_size, stride, padding, dilation, bool(ceil_mode))
     attrs.pop("out")
-    return apply("nn.max_pool2d", [x], **attrs)
+    y = apply("nn.max_pool2d", [x], **attrs)
+    return (y, apply("nn.max_pool2d_indices", [x], **attrs)) if return_indices else y
+
+
+def _as_2d(fn: str, x, *ints):
+    """(N, C, L) or (C, L) input as (N, C, 1, L), and each int-or-1-tuple argument as its 2-d pair."""
+    x = tracer.tensor(x) if not isinstance(x, Tensor) else x
+    if x.ndim not in (2, 3):
+        raise ValueError(f"{fn}: input must be (N, C, L) or (C, L), got shape {x.shape}")
+    pairs = []
+    for name, v, first in ints:
+        if v is None or isinstance(v, (tuple, list)) and not v:
+            pairs.append(None)
+            continue
+        items = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+        if len(items) != 1:
+            raise ValueError(f"{fn}: {name} must be an int or a 1-tuple, got {v!r}")
+        pairs.append((first, items[0]))
+    return x, tracer.reshape(x, x.shape[:-1] + (1, x.shape[-1])) if x.ndim == 3 else \
+        tracer.reshape(x, (1, x.shape[0], 1, x.shape[1])), pairs
+
+
+def _from_2d(x: Tensor, y: Tensor) -> Tensor:
+    return tracer.reshape(y, x.shape[:-1] + (y.shape[-1],))
+
+
+def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """torch.nn.functional.max_pool1d, as max_pool2d of height 1 (indices: positions along L)."""
+    x, x2, (k, s, p, d) = _as_2d("max_pool1d", x, ("kernel_size", kernel_size, 1), ("stride", stride, 1),
+                                 ("padding", padding, 0), ("dilation", dilation, 1))
+    out = max_pool2d(x2, k, s, p, d, ceil_mode, return_indices)
+    return (_from_2d(x, out[0]), _from_2d(x, out[1])) if return_indices else _from_2d(x, out)
+
+
+def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True) -> Tensor:
+    """torch.nn.functional.avg_pool1d, as avg_pool2d of height 1."""
+    x, x2, (k, s, p) = _as_2d("avg_pool1d", x, ("kernel_size", kernel_size, 1), ("stride", stride, 1),
+                              ("padding", padding, 0))
+    return _from_2d(x, avg_pool2d(x2, k, s, p, ceil_mode, count_include_pad))
 
 
 def _torch_divisor(size, k, s, p, out, include_pad) -> np.ndarray:
@@ -97,4 +138,51 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
     return y * ratio  # sum / want, from the IR's sum / ir_div
 
 
-__all__ = ["avg_pool2d", "geometry", "max_pool2d", "torch_out"]
+def adaptive_max_pool(fn: str, x, output_size, nd: int, return_indices: bool):
+    """torch's adaptive max pooling over the last nd axes: each axis's windows (torch's start/end rule, sizes
+    differing by one when the output does not divide the input) gathered to the widest window's size, the
+    narrower ones repeating their first tap (a repeat cannot change a max, and its gradient share goes back to
+    the same element), then one max over the gathered taps. Indices: torch's flat index in the plane."""
+    x = tracer.tensor(x) if not isinstance(x, Tensor) else x
+    out = adaptive_sizes(fn, x, output_size, nd)
+    spatial = x.shape[-nd:]
+    lead = x.shape[:-nd]
+    taps, g = [], x
+    for i in range(nd):
+        start, end = adaptive_bounds(spatial[i], out[i])
+        width = int((end - start).max())
+        tap = start[:, None] + np.arange(width)[None, :]
+        tap = np.where(tap < end[:, None], tap, start[:, None])  # (out, width)
+        taps.append(tap)
+        g = tracer.take(g, constant(tap.reshape(-1), x), axis=len(lead) + i)
+    widths = [t.shape[1] for t in taps]
+    g = tracer.reshape(g, lead + tuple(d for i in range(nd) for d in (out[i], widths[i])))
+    k = len(lead)
+    g = tracer.permute_dims(g, list(range(k)) + [k + 2 * i for i in range(nd)] + [k + 2 * i + 1 for i in range(nd)])
+    g = tracer.reshape(g, lead + tuple(out) + (int(np.prod(widths)),))
+    values = tracer.max(g, axis=-1)
+    if not return_indices:
+        return values
+    flat = np.zeros(tuple(out) + tuple(widths), dtype=np.int64)  # the plane index of every gathered tap
+    for i in range(nd):
+        stride = int(np.prod(spatial[i + 1:]))
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = out[i], widths[i]
+        flat = flat + (taps[i].reshape(shape) * stride)
+    flat = flat.reshape(tuple(out) + (-1,))
+    which = tracer.expand_dims(tracer.argmax(g, axis=-1), -1) == constant(np.arange(flat.shape[-1]), x)
+    return values, tracer.sum(tracer.astype(which, "int64") * constant(flat, x), axis=-1)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """torch.nn.functional.adaptive_max_pool1d: (N, C, L) or (C, L)."""
+    return adaptive_max_pool("adaptive_max_pool1d", input, output_size, 1, return_indices)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """torch.nn.functional.adaptive_max_pool2d: any output size (None keeps that axis), torch's windows."""
+    return adaptive_max_pool("adaptive_max_pool2d", input, output_size, 2, return_indices)
+
+
+__all__ = ["adaptive_max_pool1d", "adaptive_max_pool2d", "avg_pool1d", "avg_pool2d", "geometry", "max_pool1d",
+           "max_pool2d", "torch_out"]

@@ -209,7 +209,7 @@ def _infer_conv2d_input_backward(op, types, strides, padding, dilation, groups, 
     dtype = same_dtype(op, types)
     want = conv_shape(op, input_shape, weight.shape, strides, padding, dilation, groups, _conv_nd(op))
     if g.shape != want:
-        raise op.error(f"argument output_grad of shape {g.shape} must have the convolution's output shape {want} "
+        raise op.error(f"argument output_grad of shape {g.shape} must have the conv{_conv_nd(op)}d output shape {want} "
                        f"(input shape {tuple(input_shape)}, weight {weight.shape})")
     return TensorType(input_shape, dtype)
 
@@ -231,7 +231,7 @@ def _infer_conv2d_weight_backward(op, types, strides, padding, dilation, groups,
     dtype = same_dtype(op, types)
     want = conv_shape(op, data.shape, weight_shape, strides, padding, dilation, groups, _conv_nd(op))
     if g.shape != want:
-        raise op.error(f"argument output_grad of shape {g.shape} must have the convolution's output shape {want}")
+        raise op.error(f"argument output_grad of shape {g.shape} must have the conv{_conv_nd(op)}d output shape {want}")
     return TensorType(weight_shape, dtype)
 
 

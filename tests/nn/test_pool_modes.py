@@ -106,7 +106,6 @@ def test_errors_name_the_argument():
         F.max_pool2d(x, 3, padding=2)
     with pytest.raises(ValueError, match="too small"):
         F.max_pool2d(tracer.tensor(_x((2, 2))), 3)
-    with pytest.raises(NotImplementedError, match="return_indices"):
-        F.max_pool2d(x, 2, return_indices=True)
+    assert F.max_pool2d(x, 2, return_indices=True)[1].dtype == "int64"  # supported now (test_conv_resample_torch)
     with pytest.raises(ValueError, match="NCHW"):
         F.avg_pool2d(tracer.tensor(np.zeros((3, 5, 5))), 2)

@@ -157,8 +157,9 @@ def test_conv_padding_same_keeps_the_length_and_refuses_strides():
         nn.Conv2d(2, 3, 3, stride=2, padding="same")
     with pytest.raises(ValueError, match="Conv1d: padding must be"):
         nn.Conv1d(2, 3, 3, padding="full")
-    with pytest.raises(ValueError, match=r"Conv1d: expected input \(N, C, L\)"):
-        nn.Conv1d(2, 3, 3)(np.zeros((2, 5), "float32"))
+    assert nn.Conv1d(2, 3, 3)(np.zeros((2, 5), "float32")).shape == (3, 3)  # unbatched (C, L), as torch
+    with pytest.raises(RuntimeError, match=r"conv1d: expected a 2-d \(unbatched\) or 3-d"):
+        nn.Conv1d(2, 3, 3)(np.zeros((1, 1, 2, 5), "float32"))
 
 
 def test_dropout2d_zeroes_whole_channels_and_scales_the_rest():
