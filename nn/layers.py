@@ -1,4 +1,4 @@
-"""Layers with PyTorch's weight layouts, parameter names and default initialisation."""
+"""Layers with PyTorch's weight layouts, parameter names and default initialisation (convolutions: nn/conv.py)."""
 from __future__ import annotations
 
 import math
@@ -49,121 +49,6 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
-
-
-def _same_padding(layer: str, padding, kernel: tuple[int, ...], stride: tuple[int, ...],
-                  dilation: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
-    """(before, after) padding per spatial axis: numbers as given, "valid" none, "same" as torch (the odd
-    extra on the after side), which torch allows only with stride 1."""
-    if padding == "valid":
-        return tuple((0, 0) for _ in kernel)
-    if padding == "same":
-        if any(s != 1 for s in stride):
-            raise ValueError(f"{layer}: padding='same' is not supported for strided convolutions (stride {stride})")
-        totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
-        return tuple((t // 2, t - t // 2) for t in totals)
-    raise ValueError(f"{layer}: padding must be an int, a tuple of ints, 'same' or 'valid', got {padding!r}")
-
-
-class _ConvNd(Module):
-    """Shared by Conv1d and Conv2d: argument checks, torch's weight layout and initialisation."""
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, dtype,
-                 spatial: int, device=None):
-        super().__init__()
-        name = type(self).__name__
-        for arg, value in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name}: {arg} must be a positive int, got {value!r}")
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must both "
-                             f"be divisible by groups ({groups})")
-        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        ints = _pair if spatial == 2 else _single
-        self.kernel_size = ints(name, "kernel_size", kernel_size, 1)
-        self.stride, self.dilation = ints(name, "stride", stride, 1), ints(name, "dilation", dilation, 1)
-        if isinstance(padding, str):
-            self.padding = padding
-            self._pads = _same_padding(name, padding, self.kernel_size, self.stride, self.dilation)
-        else:
-            self.padding = ints(name, "padding", padding, 0)
-            self._pads = tuple((p, p) for p in self.padding)
-        dtype = factory_dtype(dtype, self)
-        self.weight = Parameter(np.empty((out_channels, in_channels // groups, *self.kernel_size), dtype))
-        self.bias = Parameter(np.empty((out_channels,), dtype)) if bias else None
-        _default_init(self.weight, self.bias, init.fan_in_and_fan_out(self.weight.shape)[0])
-        place(self, device)
-
-    def extra_repr(self) -> str:
-        """torch's _ConvNd.extra_repr: arguments at their defaults are left out."""
-        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding != (0,) * len(self.padding):
-            s += f", padding={self.padding}"
-        if self.dilation != (1,) * len(self.dilation):
-            s += f", dilation={self.dilation}"
-        output_padding = getattr(self, "output_padding", ())
-        if output_padding != (0,) * len(output_padding):
-            s += f", output_padding={output_padding}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self.bias is None:
-            s += ", bias=False"
-        if getattr(self, "padding_mode", "zeros") != "zeros":
-            s += f", padding_mode={self.padding_mode}"
-        return s
-
-
-def _single(layer: str, argument: str, v, low: int) -> tuple[int]:
-    """An int (or a 1-tuple of one) >= low, as a 1-tuple; a ValueError naming the layer and argument otherwise."""
-    value = v[0] if isinstance(v, (tuple, list)) and len(v) == 1 else v
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{layer}: {argument} must be an int >= {low}, got {v!r}")
-    return (int(value),)
-
-
-class Conv2d(_ConvNd):
-    """2-D convolution over NCHW input, weight (out_channels, in_channels // groups, kh, kw); padding is an
-    int, a pair, "valid" or "same" (stride 1), as torch.
-
-    >>> Conv2d(1, 4, 3, padding="same")(np.zeros((2, 1, 8, 8), "float32")).shape
-    (2, 4, 8, 8)
-    """
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
-                 groups: int = 1, bias: bool = True, device=None, dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, dtype, 2,
-                         device)
-
-    def forward(self, x):
-        x = check_input(self, x, self.weight.dtype)
-        (top, bottom), (left, right) = self._pads
-        return F.conv2d(x, self.weight, self.bias, self.stride, (top, left, bottom, right), self.dilation,
-                        self.groups)
-
-
-class Conv1d(_ConvNd):
-    """1-D convolution over (N, C, L) input, weight (out_channels, in_channels // groups, k), as torch's;
-    computed as a 2-D convolution of height 1.
-
-    >>> Conv1d(2, 3, 5, padding="same")(np.zeros((4, 2, 10), "float32")).shape
-    (4, 3, 10)
-    """
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
-                 groups: int = 1, bias: bool = True, device=None, dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, dtype, 1,
-                         device)
-
-    def forward(self, x):
-        x = check_input(self, x, self.weight.dtype)
-        if x.ndim != 3:
-            raise ValueError(f"Conv1d: expected input (N, C, L), got shape {x.shape}")
-        n, c, length = x.shape
-        ((left, right),) = self._pads
-        w = self.weight
-        y = F.conv2d(tracer.reshape(x, (n, c, 1, length)), tracer.reshape(w, (w.shape[0], w.shape[1], 1, w.shape[2])),
-                     self.bias, (1, self.stride[0]), (0, left, 0, right), (1, self.dilation[0]), self.groups)
-        return tracer.reshape(y, (n, y.shape[1], y.shape[3]))
 
 
 class MaxPool2d(Module):
@@ -399,5 +284,5 @@ class Unflatten(Module):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
-__all__ = ["AvgPool2d", "Conv1d", "Conv2d", "Dropout", "Dropout2d", "Embedding", "Flatten", "Identity", "LayerNorm",
+__all__ = ["AvgPool2d", "Dropout", "Dropout2d", "Embedding", "Flatten", "Identity", "LayerNorm",
            "Linear", "MaxPool2d", "ModuleList", "Sequential", "Unflatten"]
