@@ -1,7 +1,7 @@
 """Models as Python classes: Module, Parameter, layers, losses, functional, init, optim, saving, data."""
 import autodiff as _autodiff  # noqa: F401  (installs loss.backward(): `import nn` is enough for the torch loop)
 
-from . import data, distributed, functional, init, optim, param_vector, safetensors, utils
+from . import data, distributed, distributions, functional, init, optim, param_vector, safetensors, utils
 from .activations import (
     CELU,
     ELU,

@@ -5,6 +5,8 @@ from ir.types import check_dtype
 
 from . import (
     autograd,
+    decomp,  # noqa: F401  (tracer.decomp: cholesky, solve_triangular)
+    gamma_fns,  # noqa: F401  (tracer.gamma_fns.standard_gamma)
     linalg,  # noqa: F401  (tracer.linalg: torch.linalg's spellings)
     tensor_grad,
 )
@@ -28,8 +30,7 @@ from .bitwise import *  # noqa: F401,F403
 from .create import *  # noqa: F401,F403
 from .data_dependent import *  # noqa: F401,F403
 from .device import device
-from .gamma_fns import digamma, lgamma, polygamma
-from . import gamma_fns, decomp  # noqa: F401  (standard_gamma; linalg.cholesky and solve_triangular)
+from .gamma_fns import *  # noqa: F401,F403  (lgamma, digamma, polygamma)
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .index_ops import *  # noqa: F401,F403
 from .math import (
