@@ -252,3 +252,85 @@ CASES += [  # Relax's pooling forms: ceil_mode, padding up to the window, count_
     _relax_pool("max_pool2d_ceil_pad", rand(1, 2, 5, 5), (2, 2), (2, 2), (1, 1, 0, 0), "max", True),
     _relax_pool("max_pool2d_pad2_k3", rand(2, 1, 4, 5), (3, 3), (2, 1), (2, 2, 2, 2), "max", False),
 ]
+
+
+# ---------------------------------------------------------------- conv3d, pad, max_pool2d_indices
+
+
+def conv3d_ref(x, w, stride, pad, dil, groups=1):
+    """A sum over kernel offsets of strided slices of the zero-padded input (no im2col), in float64."""
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0)) + tuple((p, p) for p in pad))
+    o, cg = w.shape[:2]
+    out_sp = [(xp.shape[2 + i] - dil[i] * (w.shape[2 + i] - 1) - 1) // stride[i] + 1 for i in range(3)]
+    out = np.zeros((x.shape[0], o, *out_sp))
+    og = o // groups
+    for a, b, c in np.ndindex(*w.shape[2:]):
+        win = xp[:, :, a * dil[0]::stride[0], b * dil[1]::stride[1], c * dil[2]::stride[2]]
+        win = win[:, :, :out_sp[0], :out_sp[1], :out_sp[2]]
+        for g in range(groups):
+            out[:, g * og:(g + 1) * og] += np.einsum("ncdhw,oc->nodhw", win[:, g * cg:(g + 1) * cg],
+                                                     w[g * og:(g + 1) * og, :, a, b, c].astype(np.float64))
+    return out.astype(x.dtype)
+
+
+def _adjoint(linear, in_shape, g):
+    """J^T g for the linear map `linear` on arrays of in_shape, its Jacobian built column by column."""
+    basis = np.eye(int(np.prod(in_shape)))
+    jac = np.stack([linear(e.reshape(in_shape)).reshape(-1) for e in basis], axis=1)
+    return (jac.T @ g.astype(np.float64).reshape(-1)).reshape(in_shape).astype(g.dtype)
+
+
+def _pad_ref(x, pairs, mode, value=0.0):
+    if mode == "constant":
+        return np.pad(x, pairs, constant_values=value)
+    return np.pad(x, pairs, mode={"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode])
+
+
+def max_pool_indices_ref(x, k, stride, pad, dil=1):
+    out = _pool_out(x, k, stride, pad, dil).astype(np.int64)
+    for idx, taps, vals in _pool_windows(x, k, stride, pad, dil, -np.inf):
+        r, q = taps[vals.index(max(vals))]
+        out[idx] = r * x.shape[3] + q
+    return out
+
+
+_C3 = dict(strides=(1, 2, 1), padding=(1, 0, 1, 1, 0, 1), dilation=(1, 1, 2), groups=2)
+_C3_REF = dict(stride=(1, 2, 1), pad=(1, 0, 1), dil=(1, 1, 2), groups=2)
+_X3, _W3 = (1, 4, 3, 4, 4), (2, 2, 2, 2, 2)
+_G3 = conv3d_ref(np.zeros(_X3), np.zeros(_W3), **_C3_REF).shape
+
+
+def _pad_case(name, shape, pad_width, mode, value=0.0):
+    pairs = [(pad_width[2 * i], pad_width[2 * i + 1]) for i in range(len(shape))]
+    return OpCase(name, lambda x: apply("nn.pad", [x], pad_width=pad_width, pad_mode=mode, pad_value=value),
+                  lambda x: _pad_ref(x, pairs, mode, value), [rand(*shape)], ("nn.pad",))
+
+
+def _pad_backward_case(name, shape, pad_width, mode):
+    pairs = [(pad_width[2 * i], pad_width[2 * i + 1]) for i in range(len(shape))]
+    out = tuple(n + b + a for n, (b, a) in zip(shape, pairs, strict=True))
+    return OpCase(name, lambda g: apply("grad.pad_backward", [g], pad_width=pad_width, pad_mode=mode, input_shape=shape),
+                  lambda g: _adjoint(lambda x: _pad_ref(x, pairs, mode), shape, g), [rand(*out, seed=3)],
+                  ("grad.pad_backward",))
+
+
+CASES += [
+    OpCase("conv3d_groups_stride_dil", lambda x, w: apply("nn.conv3d", [x, w], **_C3),
+           lambda x, w: conv3d_ref(x, w, **_C3_REF), [rand(*_X3), rand(*_W3, seed=1)], ("nn.conv3d",), **_TOL),
+    OpCase("conv3d_input_backward", lambda g, w: apply("grad.conv3d_input_backward", [g, w], input_shape=_X3, **_C3),
+           lambda g, w: _adjoint(lambda x: conv3d_ref(x, w, **_C3_REF), _X3, g), [rand(*_G3, seed=3), rand(*_W3, seed=1)],
+           ("grad.conv3d_input_backward",), **_TOL),
+    OpCase("conv3d_weight_backward", lambda g, x: apply("grad.conv3d_weight_backward", [g, x], weight_shape=_W3, **_C3),
+           lambda g, x: _adjoint(lambda w: conv3d_ref(x, w, **_C3_REF), _W3, g), [rand(*_G3, seed=3), rand(*_X3)],
+           ("grad.conv3d_weight_backward",), **_TOL),
+    _pad_case("pad_constant_value", (2, 3, 4), (0, 1, 2, 0, 1, 3), "constant", 1.5),
+    _pad_case("pad_reflect_2d", (1, 2, 4, 5), (0, 0, 0, 0, 3, 1, 2, 4), "reflect"),
+    _pad_case("pad_replicate", (1, 2, 3, 3), (0, 0, 0, 0, 4, 0, 1, 2), "replicate"),
+    _pad_case("pad_circular", (2, 3, 4), (0, 0, 3, 1, 2, 4), "circular"),
+    _pad_backward_case("pad_backward_reflect", (1, 2, 4, 3), (0, 0, 0, 0, 3, 1, 2, 2), "reflect"),
+    _pad_backward_case("pad_backward_circular", (2, 3, 4), (0, 0, 3, 1, 2, 4), "circular"),
+    _pad_backward_case("pad_backward_constant", (2, 3), (1, 0, 2, 1), "constant"),
+    OpCase("max_pool2d_indices", lambda x: apply("nn.max_pool2d_indices", [x], **_pool_attrs((3, 2), (2, 1), (1, 1), 2)),
+           lambda x: max_pool_indices_ref(x, (3, 2), (2, 1), (1, 1), 2), [rand(2, 2, 7, 6)], ("nn.max_pool2d_indices",),
+           grad=False),
+]
