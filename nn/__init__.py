@@ -35,11 +35,11 @@ from .attention import MultiheadAttention
 from .checkpoint import checkpoint_sequential
 from .checkpoint_errors import CheckpointError, UnsafeCheckpointError
 from .containers import ModuleDict, ParameterDict, ParameterList
+from .embedding import Embedding, EmbeddingBag
 from .layers import (
     AvgPool2d,
     Dropout,
     Dropout2d,
-    Embedding,
     Flatten,
     Identity,
     LayerNorm,
@@ -58,6 +58,18 @@ from .losses import (
     MSELoss,
     NLLLoss,
     SmoothL1Loss,
+)
+from .losses_extra import (
+    CosineEmbeddingLoss,
+    CTCLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
+    MarginRankingLoss,
+    MultiLabelSoftMarginLoss,
+    MultiMarginLoss,
+    PoissonNLLLoss,
+    SoftMarginLoss,
+    TripletMarginLoss,
 )
 from .module import Module, Parameter, StateDictError
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
@@ -93,6 +105,8 @@ __all__ = [
     "ModuleDict", "ParameterDict", "ParameterList",
     "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss",
     "SmoothL1Loss",
+    "CTCLoss", "CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "MarginRankingLoss", "MultiLabelSoftMarginLoss",
+    "MultiMarginLoss", "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss", "EmbeddingBag",
     "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
     "LocalResponseNorm", "RMSNorm",
     "Module", "Parameter", "StateDictError",

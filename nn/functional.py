@@ -23,6 +23,10 @@ from .activations import elu, leaky_relu, mish, softplus  # noqa: F401  (re-expo
 from .activations_functional import *  # noqa: F401,F403  (hardtanh, relu6, selu, glu, softmin, ...)
 from .activations_functional import __all__ as _activations
 from .conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d  # noqa: F401
+from .ctc import ctc_loss  # noqa: F401  (F.ctc_loss)
+from .embedding import embedding, embedding_bag  # noqa: F401  (F.embedding, F.embedding_bag)
+from .loss_functions import *  # noqa: F401,F403  (cosine_embedding_loss, triplet_margin_loss, ...)
+from .loss_functions import __all__ as _more_losses
 from .norm_functional import __all__ as _norms
 from .norm_functional import (  # noqa: F401  (re-exported as F.batch_norm, ...)
     batch_norm,
@@ -317,6 +321,7 @@ __all__ = ["avg_pool2d", "binary_cross_entropy", "binary_cross_entropy_with_logi
            "log_softmax", "logsigmoid", "max_pool2d", "mish", "mse_loss", "nll_loss", "one_hot", "relu", "sigmoid",
            "silu", "smooth_l1_loss", "softmax", "softplus", "tanh"] + _activations
 __all__ += [n for n in _norms if n not in __all__]
+__all__ += ["ctc_loss", "embedding", "embedding_bag"] + _more_losses
 __all__ += ["normalize"]
 __all__ += ["adaptive_max_pool1d", "adaptive_max_pool2d", "avg_pool1d", "conv1d", "conv3d", "conv_transpose1d",
             "conv_transpose2d", "conv_transpose3d", "max_pool1d", "pad"]

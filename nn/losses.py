@@ -26,8 +26,6 @@ class _Loss(Module):
             raise ValueError(f"{type(self).__name__}: reduction must be one of {allowed}, got {reduction!r}")
         self.reduction = reduction
 
-    def extra_repr(self) -> str:
-        return f"reduction={self.reduction!r}"
 
 
 class CrossEntropyLoss(_Loss):

@@ -48,7 +48,7 @@ def write(self: Tensor, value: Tensor, what: str) -> Tensor:
             raise TraceError(f"{what}: cannot update a value of an enclosing trace ({self._var.type}) in place "
                              "from inside a nested one; return the new value instead")
         self._var = value._var
-    elif self._in_trace is not None and self._in_trace() is ctx and not self._fresh_seed:
+    elif callable(self._in_trace) and self._in_trace() is ctx and not self._fresh_seed:  # a Parameter holds False
         # a tensor made inside the traced function: from now on it is this traced value
         self._data, self._var, self._trace, self._in_trace = None, value._var, ctx, None
     else:
