@@ -40,7 +40,8 @@ def numeric_grad(loss, tensor, eps=1e-6):
 
 def check_grads(loss, tensors, rtol=1e-5, atol=1e-7):
     """value_and_grad of `loss()` (no arguments; it captures `tensors`) against finite differences."""
-    value, grads = autodiff.value_and_grad(loss, wrt=list(tensors))()
+    tensors = list(tensors)  # model.parameters() is a generator, read twice below
+    value, grads = autodiff.value_and_grad(loss, wrt=tensors)()
     np.testing.assert_allclose(float(np.asarray(value)), float(np.asarray(loss())), rtol=1e-10)
     for t, g in zip(tensors, grads, strict=True):
         np.testing.assert_allclose(np.asarray(g), numeric_grad(loss, t), rtol=rtol, atol=atol,
