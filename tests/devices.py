@@ -30,7 +30,10 @@ def gradients_on_both(case, cp, device="cuda"):
 
 # rows whose function mixes in a host tensor of its own (T.arange(4) * x, W @ x with W a NumPy array): eagerly
 # a device error, as in torch (torch.arange(4) * x_cuda); traced, the host tensor is a constant and runs anywhere
-HOST_OPERAND_ROWS = frozenset({"arange_times_x", "matmul_rmatmul_array"})
+HOST_OPERAND_ROWS = frozenset({"arange_times_x", "matmul_rmatmul_array",
+                               # a host mask, or a host identity / triangle mask built into the operand
+                               "sdpa_bool_mask_scale", "sdpa_row_fully_masked", "cholesky", "cholesky_batched_upper",
+                               "solve_triangular_lower_broadcast", "solve_triangular_upper_right"})
 
 
 def eager_on_device(case, cp):
