@@ -45,6 +45,7 @@ def mlp_tracegrad(params, x, one_hot):
 
 def sgd_step(loss, params, *args):
     """value_and_grad(loss) over params, then nn.optim.SGD's update; `.stats` gives the executor's."""
+    params = list(params)  # model.parameters() is a generator: read twice below
     vg = autodiff.value_and_grad(loss, wrt=params)
     opt = optim.SGD(params, lr=LR)
 

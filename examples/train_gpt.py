@@ -38,7 +38,7 @@ class Block(nn.Module):
     def __init__(self, d_model: int, heads: int):
         super().__init__()
         self.ln1 = nn.LayerNorm(d_model)
-        self.attn = nn.MultiheadAttention(d_model, heads)  # causal
+        self.attn = nn.MultiheadAttention(d_model, heads, batch_first=True)  # mha(x): causal
         self.ln2 = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
 

@@ -72,7 +72,6 @@ from .losses_extra import (
     TripletMarginLoss,
 )
 from .module import Module, Parameter, StateDictError
-from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .norm import (
     BatchNorm1d,
     BatchNorm2d,
@@ -84,6 +83,8 @@ from .norm import (
     LocalResponseNorm,
     RMSNorm,
 )
+from .parallel import DataParallel  # torch.nn.DataParallel (nn.parallel's pass-through)
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .serialization import load, save
 from .transformer import (
     Transformer,
@@ -105,8 +106,9 @@ __all__ = [
     "ModuleDict", "ParameterDict", "ParameterList",
     "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss",
     "SmoothL1Loss",
-    "CTCLoss", "CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "MarginRankingLoss", "MultiLabelSoftMarginLoss",
-    "MultiMarginLoss", "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss", "EmbeddingBag",
+    "CTCLoss", "CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "MarginRankingLoss",
+    "MultiLabelSoftMarginLoss", "MultiMarginLoss", "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss",
+    "EmbeddingBag",
     "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
     "LocalResponseNorm", "RMSNorm",
     "Module", "Parameter", "StateDictError",
@@ -156,3 +158,18 @@ __all__ += [
     "AvgPool1d", "MaxPool1d",
     "Fold", "PixelShuffle", "PixelUnshuffle", "Unfold", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d",
 ]
+__all__ += ["DataParallel"]
+
+
+def __getattr__(name: str):
+    """A torch.nn name tracegrad lacks: an AttributeError naming it and the nearest tracegrad spelling
+    (nn/torch/hints.py; imported at the first miss, when this package is complete)."""
+    if name.startswith("__"):
+        raise AttributeError(f"module 'nn' has no attribute {name!r}")
+    import importlib.util
+
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # a submodule not imported yet (nn.torch)
+        return importlib.import_module(f"{__name__}.{name}")
+    from .torch import hints
+
+    return hints.module_getattr("nn", "torch.nn", globals())(name)

@@ -326,3 +326,13 @@ __all__ += ["normalize"]
 __all__ += ["adaptive_max_pool1d", "adaptive_max_pool2d", "avg_pool1d", "conv1d", "conv3d", "conv_transpose1d",
             "conv_transpose2d", "conv_transpose3d", "max_pool1d", "pad"]
 __all__ += [n for n in _resample if n[0].islower()]
+
+
+def __getattr__(name: str):
+    """A torch.nn.functional name tracegrad lacks: an AttributeError naming it and the nearest tracegrad
+    spelling (nn/torch/hints.py)."""
+    if name.startswith("__"):
+        raise AttributeError(f"module 'nn.functional' has no attribute {name!r}")
+    from .torch import hints
+
+    return hints.module_getattr("nn.functional", "torch.nn.functional", globals())(name)

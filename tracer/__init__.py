@@ -23,6 +23,7 @@ from . import products as _products
 from . import shape as _shape
 from . import sort_ops as _sort_ops
 from . import special_math as _special_math
+from . import torch_extra as _torch_extra
 from . import torch_methods as _torch_methods
 from . import view_ops as _view_ops
 from .attention import scaled_dot_product_attention
@@ -76,6 +77,7 @@ from .shape import *  # noqa: F401,F403
 from .sort_ops import *  # noqa: F401,F403
 from .special_math import *  # noqa: F401,F403
 from .tensor import Tensor, TraceError, dtype_name
+from .torch_extra import *  # noqa: F401,F403  (isnan, logical_*, clamp_min, multinomial, ...)
 from .torch_methods import *  # noqa: F401,F403
 from .trace import Spec, Traced, checkpoint, guard, spec, trace, trace_function, unflatten_output
 from .view_ops import *  # noqa: F401,F403
@@ -134,6 +136,6 @@ __all__ = _shape.__all__ + _nn_functions.__all__ + _create.__all__ + _torch_meth
     "subtract", "tanh", "tensor", "trace", "trace_function", "unflatten_output", "where",
 ] + [n for n in _special_math.__all__ if n not in _torch_methods.__all__]
 __all__ += _index_ops.__all__ + _sort_ops.__all__ + _view_ops.__all__ + _products.__all__ + _data_dependent.__all__
-__all__ += ["scaled_dot_product_attention"]
+__all__ += ["scaled_dot_product_attention"] + _torch_extra.__all__
 
 _torch_methods.adopt_torch_names(Tensor, globals(), __all__)  # dim=/keepdim= beside axis=/keepdims=

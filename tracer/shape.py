@@ -63,13 +63,14 @@ min = _reduction("min", "min", "minimum")
 
 
 def var(x, axis=None, keepdims: bool = False, *, correction: int = 0, unbiased: bool | None = None) -> Tensor:
-    """Variance over `axis`, divided by n - correction: the population variance by default (correction=0);
-    `correction=1` (or `unbiased=True`) is torch's default, the sample variance.
+    """Variance over `axis`, divided by n - correction: the population variance by default (correction=0, NumPy's
+    ddof=0); `correction=1` (or `unbiased=True`) is torch's default, the sample variance, and the default of the
+    Tensor method `x.var()` and of nn.torch's `torch.var` (tracer/torch_meaning.py).
 
     >>> import tracer
     >>> x = tracer.tensor([1.0, 2.0, 3.0, 4.0])
-    >>> x.var().item(), round(x.var(correction=1).item(), 4)
-    (1.25, 1.6667)
+    >>> tracer.var(x).item(), round(tracer.var(x, correction=1).item(), 4), round(x.var().item(), 4)
+    (1.25, 1.6667, 1.6667)
     """
     x = as_tensor(x)
     if unbiased is not None:

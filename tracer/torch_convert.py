@@ -17,6 +17,7 @@ from .special_math import div, square
 from .tensor import Tensor, active_trace, apply, array_module_of, dtype_name, to_expr
 
 _device = device  # `to` and `cuda` take an argument named device, as torch's
+_MISSING_DTYPES = ("bfloat16", "complex", "float8", "uint16", "uint32", "uint64", "qint", "quint")  # torch's, not ours
 
 # ---------------------------------------------------------------- conversion methods
 
@@ -55,6 +56,8 @@ def to(self, *args, dtype=None, device=None, copy: bool = False, non_blocking: b
             device = device or (None if a._data is None else device_of(a._data))
         elif _dtype_of(a) is not None:
             dtype = _dtype_of(a)
+        elif isinstance(a, str) and a.replace("torch.", "").startswith(_MISSING_DTYPES):
+            raise TypeError(f"to: tracegrad has no {a} dtype; it supports {', '.join(ir.DTYPES)}")
         elif is_device(a):
             device = a
         else:

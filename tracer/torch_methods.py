@@ -235,13 +235,13 @@ def logsumexp(x, axis=None, keepdims: bool = False) -> Tensor:
 
 
 def std(x, axis=None, keepdims: bool = False, *, correction: int = 0, unbiased: bool | None = None) -> Tensor:
-    """Standard deviation: sqrt(var). Like tracer.var, the default is the population value (correction=0);
-    torch's default is correction=1 (unbiased=True): pass it to get torch's number.
+    """Standard deviation: sqrt(var). Like tracer.var, the default is the population value (correction=0,
+    NumPy's); torch's default, correction=1, is the default of the method `x.std()` and of nn.torch's torch.std.
 
     >>> import tracer
     >>> x = tracer.tensor([1.0, 2.0, 3.0, 4.0])
-    >>> round(x.std().item(), 4), round(x.std(correction=1).item(), 4)
-    (1.118, 1.291)
+    >>> round(tracer.std(x).item(), 4), round(tracer.std(x, correction=1).item(), 4), round(x.std().item(), 4)
+    (1.118, 1.291, 1.291)
     """
     return _root_at_zero_flat(_shape.var(x, axis=axis, keepdims=keepdims, correction=correction, unbiased=unbiased))
 
@@ -295,9 +295,24 @@ OPERATORS = {"__setitem__": setitem, **numpy_interop.OPERATORS, **torch_convert.
 METHODS = {
     "view": view, "flatten": flatten, "unflatten": unflatten, "unsqueeze": unsqueeze, "permute": permute,
     "expand": expand, "repeat": repeat, "chunk": chunk, "clamp": clamp, "clip": clamp, "masked_fill": masked_fill,
-    "argmin": argmin, "cumsum": _shape.cumsum, "logsumexp": logsumexp, "std": std, "norm": norm,
+    "argmin": argmin, "logsumexp": logsumexp, "norm": norm,
     **torch_convert.METHODS,
 }
+
+
+def _torch_tables() -> None:
+    """torch's meaning for the shared method names (max, var, split, ...), torch's other methods, and
+    Tensor.__getattr__, which names a torch attribute tracegrad lacks (imported here, at the end: they use
+    this module's functions)."""
+    from . import torch_hints, torch_meaning, torch_tensor
+
+    METHODS.update(torch_meaning.METHODS)
+    METHODS.update(torch_tensor.METHODS)
+    OPERATORS.update(torch_tensor.PROPERTIES)
+    OPERATORS["__getattr__"] = torch_hints.tensor_getattr
+
+
+_torch_tables()
 
 
 def adopt_torch_names(cls, namespace: dict, names) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 from tracer import Tensor
 from tracer.tensor import array_module_of
 
+from . import dataloader, distributed  # noqa: F401  (torch.utils.data's module paths)
 from .collate import default_collate, default_convert
 from .dataset import ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split
 from .loader import DataLoader

@@ -6,6 +6,7 @@ is one process, every collective is skipped and MPI is never imported.
 """
 from __future__ import annotations
 
+import collections.abc
 import time
 from dataclasses import dataclass
 
@@ -143,6 +144,8 @@ def broadcast_parameters(params, root: int = 0):
     if isinstance(params, Optimizer):
         _broadcast_optimizer(world, params, root)
         return params
+    if isinstance(params, collections.abc.Iterator):  # model.parameters() is a generator, as torch's
+        params = list(params)
     if isinstance(params, Module):
         named = [*params.named_parameters(), *params.named_buffers()]
     else:

@@ -1,5 +1,5 @@
 """Optimizers, learning-rate schedules (torch's as `optim.lr_scheduler`) and gradient clipping."""
-from . import lr_scheduler
+from . import lr_scheduler, optimizer  # noqa: F401  (optimizer: torch.optim.optimizer's path)
 from .adam_family import Adamax, NAdam, RAdam
 from .adaptive import Adadelta, Adagrad, RMSprop
 from .optimizers import SGD, Adam, AdamW, Optimizer, clip_grad_norm

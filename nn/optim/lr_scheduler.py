@@ -460,6 +460,8 @@ class ReduceLROnPlateau(LRScheduler):
 
 from .lr_cyclic import CosineAnnealingWarmRestarts, CyclicLR, OneCycleLR  # noqa: E402  (they build on LRScheduler)
 
+_LRScheduler = LRScheduler  # torch keeps the old private name, which custom schedulers subclass
+
 __all__ = ["ChainedScheduler", "ConstantLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "CyclicLR",
            "ExponentialLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR", "MultiplicativeLR", "OneCycleLR",
            "PolynomialLR", "ReduceLROnPlateau", "SequentialLR", "StepLR"]

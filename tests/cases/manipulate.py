@@ -83,7 +83,7 @@ CASES = [
            [rand(4, 2)], ("split", "multiply")),
     OpCase("take", lambda x, i: T.take(x, i), lambda a, i: np.take(a, i, axis=0), [rand(4, 3), idx],
            ("take",)),
-    OpCase("take_2d_indices_axis1", lambda x, i: x.take(i, axis=1), lambda a, i: np.take(a, i, axis=1),
+    OpCase("take_2d_indices_axis1", lambda x, i: T.take(x, i, axis=1), lambda a, i: np.take(a, i, axis=1),
            [rand(2, 3, 2), idx], ("take",)),
     OpCase("take_list_neg_axis", lambda x: T.take(x, [1, 1, -2], axis=-1), lambda a: np.take(a, [1, 1, -2], -1),
            [rand(2, 3)], ("take",)),

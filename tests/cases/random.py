@@ -6,7 +6,7 @@ from tests.cases import OpCase
 
 
 def _moments(x):
-    return T.stack([x.mean(), x.std()])
+    return T.stack([x.mean(), T.std(x)])
 
 
 CASES = [

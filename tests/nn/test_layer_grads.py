@@ -26,7 +26,7 @@ LAYERS = {
     "conv2d": (lambda: nn.Conv2d(2, 3, 3, stride=2, padding=1, dtype="float64"), lambda: _x(2, 2, 5, 5)),
     "conv2d_grouped": (lambda: nn.Conv2d(4, 2, 2, dilation=2, groups=2, dtype="float64"), lambda: _x(1, 4, 5, 5)),
     "layernorm": (lambda: _perturb(nn.LayerNorm(5, dtype="float64")), lambda: _x(3, 5)),
-    "attention": (lambda: _perturb(nn.MultiheadAttention(4, 2, dtype="float64")), lambda: _x(2, 3, 4)),
+    "attention": (lambda: _perturb(nn.MultiheadAttention(4, 2, batch_first=True, dtype="float64")), lambda: _x(2, 3, 4)),
 }
 
 
@@ -53,7 +53,7 @@ def test_mlp_with_cross_entropy_gradients():
 
 def test_gradients_match_torch():
     torch = pytest.importorskip("torch")
-    m = _perturb(nn.MultiheadAttention(8, 2, dtype="float64"))
+    m = _perturb(nn.MultiheadAttention(8, 2, batch_first=True, dtype="float64"))
     x = rng.standard_normal((2, 5, 8))
     w = rng.standard_normal((2, 5, 8))
     grads = autodiff.grad(lambda a: (m(a) * tracer.tensor(w)).sum(), wrt=m.parameters())(x)

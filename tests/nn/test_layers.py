@@ -42,10 +42,10 @@ CASES = {
     "flatten": (nn.Flatten, lambda: _x(2, 3, 4, 5), lambda s, x: x.reshape(2, -1)),
     "flatten_middle": (lambda: nn.Flatten(1, 2), lambda: _x(2, 3, 4, 5), lambda s, x: x.reshape(2, 12, 5)),
     "dropout_eval": (lambda: nn.Dropout(0.5).eval(), lambda: _x(3, 4), lambda s, x: x),
-    "attention": (lambda: _perturbed(nn.MultiheadAttention(8, 2)), lambda: _x(2, 5, 8),
+    "attention": (lambda: _perturbed(nn.MultiheadAttention(8, 2, batch_first=True)), lambda: _x(2, 5, 8),
                   lambda s, x: ref.causal_attention(x, s["in_proj_weight"], s["in_proj_bias"], s["out_proj.weight"],
                                                     s["out_proj.bias"], 2)),
-    "attention_one_head": (lambda: nn.MultiheadAttention(4, 1, bias=False), lambda: _x(3, 4, 4),
+    "attention_one_head": (lambda: nn.MultiheadAttention(4, 1, bias=False, batch_first=True), lambda: _x(3, 4, 4),
                            lambda s, x: ref.causal_attention(x, s["in_proj_weight"], None, s["out_proj.weight"],
                                                              None, 1)),
     "mlp": (lambda: nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)), lambda: _x(5, 4),
@@ -110,7 +110,7 @@ def test_dropout_training_zeroes_and_scales_with_fresh_masks():
 
 
 def test_attention_is_causal():
-    m = nn.MultiheadAttention(8, 4)
+    m = nn.MultiheadAttention(8, 4, batch_first=True)
     x = _x(1, 6, 8)
     changed = x.copy()
     changed[:, 4:] += 10.0  # later positions cannot affect earlier outputs
@@ -124,7 +124,7 @@ def test_constructor_errors():
         nn.MultiheadAttention(6, 4)
     with pytest.raises(ValueError, match="groups"):
         nn.Conv2d(3, 4, 3, groups=2)
-    with pytest.raises(ValueError, match="expected x of shape"):
+    with pytest.raises(ValueError, match=r"expected query \(L, B, E\) with E=8"):
         nn.MultiheadAttention(8, 2)(np.zeros((1, 2, 4), "float32"))
 
 

@@ -73,7 +73,7 @@ accuracy = (logits.argmax(1) == torch.from_numpy(labels[test])).float().mean().i
 
 # the only changes: the imports
 CHANGES = [
-    ("import torch\n", "import tracer as torch\n"),
+    ("import torch\n", "import nn.torch as torch\n"),
     ("import torch.nn as nn\n", "import nn\n"),
     ("import torch.nn.functional as F\n", "from nn import functional as F\n"),
     ("from torch import optim\n", "from nn import optim\n"),
@@ -99,8 +99,8 @@ def test_only_the_import_lines_differ():
 
 
 def _run(script: str, epochs: int) -> dict:
-    # torch.manual_seed(0) in the script seeds tracegrad's dropout; its weight initialisation draws from
-    # nn.init's generator, seeded here so the run does not depend on what earlier tests initialised
+    # torch.manual_seed(0) in the script seeds tracegrad's dropout and weight initialisation (nn.torch's, as
+    # torch's); seeded here too for the torch run, so it does not depend on what earlier tests initialised
     nn.init.manual_seed(0)
     scope = {"DIGITS": DIGITS, "EPOCHS": epochs, "__name__": "digits_script"}
     exec(compile(script, "digits_script.py", "exec"), scope)

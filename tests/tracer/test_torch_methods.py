@@ -126,7 +126,9 @@ def test_chunk_like_torch_gives_fewer_pieces_when_they_do_not_divide():
 
 def test_std_and_var_correction():
     x = tracer.tensor([1.0, 2.0, 3.0, 4.0])
-    assert x.var().item() == 1.25 and x.var(unbiased=True).item() == pytest.approx(5 / 3)
+    # the method is torch's (unbiased by default); tracer.var keeps NumPy's population default (issue 20 item 6)
+    assert x.var().item() == pytest.approx(5 / 3) and x.var(unbiased=False).item() == 1.25
+    assert tracer.var(x).item() == 1.25 and x.var(correction=0).item() == 1.25
     assert x.std(correction=1).item() == pytest.approx(np.std([1, 2, 3, 4], ddof=1))
     assert np.isnan(tracer.tensor([1.0]).var(correction=1).item())
 

@@ -1,0 +1,155 @@
+"""Errors that teach, for Tensor attributes: an attribute torch's Tensor has and tracegrad's lacks raises
+`MissingTorchAttribute` (an AttributeError, so `hasattr` and NumPy's duck typing still see a plain "no") naming
+it and the nearest tracegrad spelling; any other unknown name gets Python's message with close matches.
+
+The message is built when it is read, not when the error is raised: `hasattr(t, "items")` in a pytree walk
+costs no string work.
+"""
+from __future__ import annotations
+
+import difflib
+
+# torch.Tensor's public attributes (torch 2.13), to tell a torch name tracegrad lacks from a typo
+TORCH_TENSOR_NAMES = frozenset("""
+H T abs abs_ absolute absolute_ acos acos_ acosh acosh_ add add_ addbmm addbmm_ addcdiv addcdiv_ addcmul
+addcmul_ addmm addmm_ addmv addmv_ addr addr_ adjoint all allclose amax amin aminmax angle any apply_ arccos
+arccos_ arccosh arccosh_ arcsin arcsin_ arcsinh arcsinh_ arctan arctan2 arctan2_ arctan_ arctanh arctanh_ argmax
+argmin argsort argwhere as_strided as_strided_ as_strided_scatter as_subclass asin asin_ asinh asinh_ atan atan2
+atan2_ atan_ atanh atanh_ backward baddbmm baddbmm_ bernoulli bernoulli_ bfloat16 bincount bitwise_and
+bitwise_and_ bitwise_left_shift bitwise_left_shift_ bitwise_not bitwise_not_ bitwise_or bitwise_or_
+bitwise_right_shift bitwise_right_shift_ bitwise_xor bitwise_xor_ bmm bool broadcast_to byte cauchy_
+ccol_indices cdouble ceil ceil_ cfloat chalf char cholesky cholesky_inverse cholesky_solve chunk clamp clamp_
+clamp_max clamp_max_ clamp_min clamp_min_ clip clip_ clone coalesce col_indices conj conj_physical
+conj_physical_ const_data_ptr contiguous copy_ copysign copysign_ corrcoef cos cos_ cosh cosh_ count_nonzero cov
+cpu cross crow_indices cuda cummax cummin cumprod cumprod_ cumsum cumsum_ data data_ptr deg2rad deg2rad_
+dense_dim dequantize det detach detach_ device diag diag_embed diagflat diagonal diagonal_scatter diff digamma
+digamma_ dim dim_order dist div div_ divide divide_ dot double dsplit dtype eig element_size eq eq_ equal erf
+erf_ erfc erfc_ erfinv erfinv_ exp exp2 exp2_ exp_ expand expand_as expm1 expm1_ exponential_ fill_
+fill_diagonal_ fix fix_ flatten flip fliplr flipud float float_power float_power_ floor floor_ floor_divide
+floor_divide_ fmax fmin fmod fmod_ frac frac_ frexp gather gcd gcd_ ge ge_ geometric_ geqrf ger get_device grad
+grad_dtype grad_fn greater greater_ greater_equal greater_equal_ gt gt_ half hardshrink hash_tensor heaviside
+heaviside_ histc histogram hsplit hypot hypot_ i0 i0_ igamma igamma_ igammac igammac_ imag index index_add
+index_add_ index_copy index_copy_ index_fill index_fill_ index_put index_put_ index_reduce index_reduce_
+index_select indices inner int int_repr inverse ipu is_coalesced is_complex is_conj is_contiguous is_cpu is_cuda
+is_distributed is_floating_point is_inference is_ipu is_leaf is_maia is_meta is_mkldnn is_mps is_mtia is_neg
+is_nested is_nonzero is_pinned is_quantized is_same_size is_set_to is_shared is_signed is_sparse is_sparse_csr
+is_vulkan is_xla is_xpu isclose isfinite isinf isnan isneginf isposinf isreal istft item itemsize kron kthvalue
+layout lcm lcm_ ldexp ldexp_ le le_ lerp lerp_ less less_ less_equal less_equal_ lgamma lgamma_ log log10 log10_
+log1p log1p_ log2 log2_ log_ log_normal_ log_softmax logaddexp logaddexp2 logcumsumexp logdet logical_and
+logical_and_ logical_not logical_not_ logical_or logical_or_ logical_xor logical_xor_ logit logit_ logsumexp
+long lstsq lt lt_ lu lu_solve mH mT map2_ map_ masked_fill masked_fill_ masked_scatter masked_scatter_
+masked_select matmul matrix_exp matrix_power max maximum mean median min minimum mm mode module_load moveaxis
+movedim msort mtia mul mul_ multinomial multiply multiply_ mv mvlgamma mvlgamma_ name nan_to_num nan_to_num_
+nanmean nanmedian nanquantile nansum narrow narrow_copy nbytes ndim ndimension ne ne_ neg neg_ negative
+negative_ nelement new new_empty new_empty_strided new_full new_ones new_tensor new_zeros nextafter nextafter_
+nonzero nonzero_static norm normal_ not_equal not_equal_ numel numpy orgqr ormqr outer output_nr permute
+pin_memory pinverse polygamma polygamma_ positive pow pow_ prelu prod put put_ q_per_channel_axis
+q_per_channel_scales q_per_channel_zero_points q_scale q_zero_point qr qscheme quantile rad2deg rad2deg_ random_
+ravel real reciprocal reciprocal_ record_stream register_hook register_post_accumulate_grad_hook reinforce relu
+relu_ remainder remainder_ renorm renorm_ repeat repeat_interleave requires_grad requires_grad_ reshape
+reshape_as resize resize_ resize_as resize_as_ resize_as_sparse_ resolve_conj resolve_neg retain_grad
+retains_grad roll rot90 round round_ row_indices rsqrt rsqrt_ scatter scatter_ scatter_add scatter_add_
+scatter_reduce scatter_reduce_ select select_scatter set_ sgn sgn_ shape share_memory_ short sigmoid sigmoid_
+sign sign_ signbit sin sin_ sinc sinc_ sinh sinh_ size slice_inverse slice_scatter slogdet smm softmax solve
+sort sparse_dim sparse_mask sparse_resize_ sparse_resize_and_clear_ split split_with_sizes sqrt sqrt_ square
+square_ squeeze squeeze_ sspaddmm std stft storage storage_offset storage_type stride sub sub_ subtract
+subtract_ sum sum_to_size svd swapaxes swapaxes_ swapdims swapdims_ symeig t t_ take take_along_dim tan tan_
+tanh tanh_ tensor_split tile to to_dense to_mkldnn to_padded_tensor to_sparse to_sparse_bsc to_sparse_bsr
+to_sparse_coo to_sparse_csc to_sparse_csr tolist topk trace transpose transpose_ triangular_solve tril tril_
+triu triu_ true_divide true_divide_ trunc trunc_ type type_as unbind unflatten unfold uniform_ unique
+unique_consecutive unsafe_chunk unsafe_split unsafe_split_with_sizes unsqueeze unsqueeze_ untyped_storage values
+var vdot view view_as volatile vsplit where xlogy xlogy_ xpu zero_
+""".split())
+
+# the nearest tracegrad spelling of torch attributes it lacks
+HINTS = {
+    "register_hook": "the gradient of an intermediate: y.retain_grad() before backward(), then y.grad; or "
+                     "tracer.autograd.grad(loss, y)",
+    "register_post_accumulate_grad_hook": "read p.grad after loss.backward() (optimizers do)",
+    "storage": "tracegrad tensors have no storage object; x.numpy() is the array (shared on the CPU)",
+    "untyped_storage": "tracegrad tensors have no storage object; x.numpy() is the array (shared on the CPU)",
+    "storage_offset": "tracegrad tensors have no storage offset; x.numpy() is the array",
+    "data_ptr": "x.numpy().ctypes.data (the CPU array's address)",
+    "apply_": "x.copy_(tracer.tensor(np.vectorize(fn)(x.numpy())))",
+    "map_": "x.copy_(fn(x, y)) with tensor ops",
+    "index_put_": "x[indices] = values (accumulate=True: x.index_add_(dim, index, values))",
+    "index_put": "y = x.clone(); y[indices] = values",
+    "put_": "x.view(-1)[index] = source",
+    "resize_": "x = x.new_zeros(size) (tracegrad tensors cannot grow in place)",
+    "set_": "x.data = other",
+    "to_sparse": "tracegrad has dense tensors only",
+    "to_dense": "tracegrad has dense tensors only; x is dense",
+    "cfloat": "tracegrad has no complex dtypes", "cdouble": "tracegrad has no complex dtypes",
+    "chalf": "tracegrad has no complex dtypes", "real": "tracegrad has no complex dtypes: x is real",
+    "imag": "tracegrad has no complex dtypes", "conj": "tracegrad has no complex dtypes: x.conj() would be x",
+    "angle": "tracegrad has no complex dtypes: tracer.where(x < 0, math.pi, 0.0)",
+    "matrix_power": "repeated x @ x", "msort": "x.sort(dim=0).values",
+    "stft": "numpy's FFT on x.numpy()", "istft": "numpy's FFT on x.numpy()",
+    "nanmedian": "x.median() on the non-NaN values (x[~x.isnan()])", "nanquantile": "x.quantile(q) without NaNs",
+    "logaddexp2": "tracer.logaddexp(x * ln2, y * ln2) / ln2",
+    "addmv": "beta * x + alpha * (mat @ vec)", "addr": "beta * x + alpha * tracer.outer(v1, v2)",
+    "addbmm": "beta * x + alpha * (b1 @ b2).sum(0)", "cross": "tracer.cross(x, y, dim)",
+    "cov": "centered = x - x.mean(1, keepdim=True); centered @ centered.mT / (n - 1)",
+    "corrcoef": "the covariance divided by the outer product of the standard deviations",
+    "dist": "(x - y).norm(p)", "renorm": "x * (maxnorm / x.norm(p, dim, keepdim=True)).clamp(max=1)",
+    "prelu": "nn.PReLU or tracer.where(x > 0, x, weight * x)", "hardshrink": "F.hardshrink(x, lambd)",
+    "unsafe_chunk": "x.chunk(chunks, dim)", "unsafe_split": "x.split(size, dim)",
+    "split_with_sizes": "x.split([sizes], dim)", "unsafe_split_with_sizes": "x.split([sizes], dim)",
+    "as_strided": "x.unfold(dim, size, step), reshape and slicing",
+    "narrow_copy": "x.narrow(dim, start, length).clone()",
+    "nonzero_static": "x.nonzero() (eager) or a fixed-size tracer.topk",
+    "unique_consecutive": "x.unique() (sorted) or tracer.diff to find the runs",
+    "slice_scatter": "y = x.clone(); y[..., start:end] = src", "select_scatter": "y = x.clone(); y[i] = src",
+    "diagonal_scatter": "y = x.clone(); y + tracer.diag_embed(src - y.diagonal())",
+    "diagflat": "tracer.diag(x.flatten())", "frexp": "numpy.frexp(x.numpy())", "ldexp": "x * 2.0 ** other",
+    "gcd": "numpy.gcd on x.numpy()", "lcm": "numpy.lcm on x.numpy()", "i0": "numpy.i0 on x.numpy()",
+    "nextafter": "numpy.nextafter on x.numpy()", "vdot": "tracer.dot(x, y)", "inner": "(x * y).sum(-1)",
+    "log_normal_": "x.normal_(mean, std) then x.exp_()", "cauchy_": "x.uniform_() then tan(pi * (u - 0.5))",
+    "geometric_": "x.uniform_() then ceil(log(1 - u) / log(1 - p))",
+    "is_set_to": "compare x.numpy() buffers", "module_load": "nn.Module.load_state_dict",
+    "share_memory_": "tensors are shared between threads already; processes: nn.distributed",
+    "is_inference": "tracer.is_grad_enabled()", "rename": "tracegrad tensors have no named dimensions",
+    "refine_names": "tracegrad tensors have no named dimensions", "align_to": "tracegrad has no named dimensions",
+    "names": "tracegrad tensors have no named dimensions", "grad_fn": "x.grad_fn",
+    "dequantize": "tracegrad has no quantized tensors", "q_scale": "tracegrad has no quantized tensors",
+    "xpu": "x.cuda() (CuPy) or x.cpu()", "ipu": "x.cuda() (CuPy) or x.cpu()", "mps": "x.cuda() (CuPy) or x.cpu()",
+}
+
+
+class MissingTorchAttribute(AttributeError):
+    """A torch Tensor attribute tracegrad has no counterpart for (an AttributeError: hasattr() is False)."""
+
+    def __init__(self, owner: str, name: str, candidates=None, torch_names=TORCH_TENSOR_NAMES, hints=None,
+                 torch_owner: str = "torch.Tensor"):
+        super().__init__(name)
+        self.name, self._owner, self._candidates = name, owner, candidates
+        self._torch_names, self._hints, self._torch_owner = torch_names, HINTS if hints is None else hints, torch_owner
+
+    def __str__(self) -> str:
+        return explain(self._owner, self.name, self._candidates, self._torch_names, self._hints, self._torch_owner)
+
+
+def explain(owner: str, name: str, candidates, torch_names, hints, torch_owner: str) -> str:
+    """The message: torch's name and the nearest tracegrad spelling, or Python's message with close matches."""
+    hint = hints.get(name)
+    close = difflib.get_close_matches(name, sorted(candidates() if callable(candidates) else candidates or ()), n=3)
+    if hint is not None or name in torch_names:
+        if hint:
+            where = f"; nearest tracegrad spelling: {hint}"
+        else:
+            where = f"; similar names here: {', '.join(close)}" if close else ""
+        return (f"{torch_owner}.{name} is not supported by tracegrad{where} (docs/from-pytorch.md lists what is)")
+    suggestion = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f"{owner} has no attribute {name!r}{suggestion}"
+
+
+def tensor_getattr(self, name: str):
+    """Tensor.__getattr__: reached only when normal lookup fails."""
+    if name.startswith("_"):  # private and special names: Python's plain error, at no cost
+        raise AttributeError(f"'Tensor' object has no attribute {name!r}")
+    if hasattr(type(self), name):  # a property whose getter raised AttributeError: say so, not "missing"
+        raise AttributeError(f"Tensor.{name} raised AttributeError while being read")
+    raise MissingTorchAttribute("'Tensor' object", name, lambda: (n for n in dir(type(self)) if not n.startswith("_")))
+
+
+__all__ = ["HINTS", "MissingTorchAttribute", "TORCH_TENSOR_NAMES", "explain", "tensor_getattr"]
