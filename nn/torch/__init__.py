@@ -9,6 +9,8 @@ A torch name tracegrad lacks raises an AttributeError naming it and the nearest 
 >>> x.max(dim=1).indices.tolist(), torch.max(x, 1).values.tolist(), x.to(torch.float64).dtype == torch.double
 ([1, 0], [5.0, 7.0], True)
 """
+import math
+
 import nn  # noqa: F401  (torch.nn is the nn package)
 import tracer
 from tracer import device, enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
@@ -40,6 +42,7 @@ globals().update(_FUNCTIONS)  # torch's tensor functions, with torch's meaning (
 autocast = amp.autocast
 
 Size = tuple  # x.shape and x.size() are tuples; torch.Size((2, 3)) == (2, 3)
+e, pi, inf, nan, newaxis = math.e, math.pi, math.inf, math.nan, None
 TraceError = tracer.TraceError
 __version__ = "2.13.0+tracegrad"  # the torch release whose API this follows (feature checks compare it)
 

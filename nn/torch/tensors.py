@@ -15,6 +15,7 @@ Only names torch has are exported (tracer.trace, tracer.spec and the other trace
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
 
@@ -287,8 +288,37 @@ def _method_function(name: str):
     return fn
 
 
+_KEYWORDS = {"x": "input", "x1": "input", "a": "input", "xs": "tensors", "x2": "other", "b": "other",
+             "sizes_": "sizes"}  # tracegrad's parameter names -> torch's
+
+
+def _torch_keywords(fn):
+    """fn also taking torch's keyword names (input=, other=, tensors=) for tracegrad's (x, x1, x2, xs)."""
+    if not inspect.isfunction(fn):
+        return fn
+    try:
+        params = list(inspect.signature(fn).parameters)[:2]
+    except (TypeError, ValueError):
+        return fn
+    renames = {_KEYWORDS[p]: p for p in params if p in _KEYWORDS and _KEYWORDS[p] not in params}
+    if not renames:
+        return fn
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        for torch_name, ours in renames.items():
+            if torch_name in kwargs:
+                kwargs[ours] = kwargs.pop(torch_name)
+        return fn(*args, **kwargs)
+    return wrapped
+
+
 def functions() -> dict:
     """Every torch function name tracegrad has, with torch's meaning: {name: function}."""
+    return {name: _torch_keywords(fn) for name, fn in _sources().items()}
+
+
+def _sources() -> dict:
     out = {}
     for name in sorted(names.TORCH):
         if name in OVERRIDES:

@@ -448,3 +448,123 @@ def test_a_torch_script_runs_with_only_its_imports_changed_and_agrees_with_torch
     np.testing.assert_allclose(ours["values"].numpy(), theirs["values"].numpy(), rtol=1e-10)
     np.testing.assert_allclose(ours["spread"].numpy(), theirs["spread"].numpy(), rtol=1e-10)
     assert ours["accuracy"] == theirs["accuracy"]
+
+
+GPT = '''
+import math
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.n_head, self.n_embd = n_head, n_embd
+        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head, block_size)
+        self.ln_2 = nn.LayerNorm(n_embd)
+        self.mlp = nn.ModuleDict(dict(c_fc=nn.Linear(n_embd, 4 * n_embd), c_proj=nn.Linear(4 * n_embd, n_embd)))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, n_embd=16, n_head=2, block_size=8, n_layer=2):
+        super().__init__()
+        self.block_size = block_size
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab, n_embd), wpe=nn.Embedding(block_size, n_embd),
+            h=nn.ModuleList([Block(n_embd, n_head, block_size) for _ in range(n_layer)]), ln_f=nn.LayerNorm(n_embd)))
+        self.lm_head = nn.Linear(n_embd, vocab, bias=False)
+
+    def forward(self, idx, targets=None):
+        b, t = idx.size()
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+        for block in self.transformer.h:
+            x = block(x)
+        logits = self.lm_head(self.transformer.ln_f(x))
+        loss = None if targets is None else F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, loss
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
+        for _ in range(max_new_tokens):
+            idx_cond = idx if idx.size(1) <= self.block_size else idx[:, -self.block_size:]
+            logits, _ = self(idx_cond)
+            logits = logits[:, -1, :] / temperature
+            if top_k is not None:
+                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                logits[logits < v[:, [-1]]] = -float("Inf")
+            probs = F.softmax(logits, dim=-1)
+            idx_next = torch.multinomial(probs, num_samples=1)
+            idx = torch.cat((idx, idx_next), dim=1)
+        return idx
+
+
+torch.manual_seed(1337)
+model = GPT(VOCAB)
+model.load_state_dict({k: torch.tensor(v) for k, v in INIT.items()})
+model = model.double()
+decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                              lr=1e-2, betas=(0.9, 0.95))
+X, Y = torch.from_numpy(DATA_X), torch.from_numpy(DATA_Y)
+losses = []
+for it in range(4):
+    logits, loss = model(X, Y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    losses.append(loss.item())
+model.eval()
+sample = model.generate(torch.zeros((1, 1), dtype=torch.long), max_new_tokens=10, top_k=5)
+'''
+
+
+def test_a_nanogpt_style_program_runs_with_only_its_imports_changed_and_agrees_with_torch():
+    real = pytest.importorskip("torch")
+    ours_text = "\n".join(map_import(line) if line.startswith(("import torch", "from torch")) else line
+                          for line in GPT.splitlines())
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 11, (4, 9))
+    arrays = {"DATA_X": np.ascontiguousarray(data[:, :-1]), "DATA_Y": np.ascontiguousarray(data[:, 1:])}
+    scope = {"VOCAB": 11, "INIT": {}}
+    exec(compile(GPT.split("torch.manual_seed(1337)")[0], "gpt_defs.py", "exec"), scope)  # noqa: S102
+    init = {k: v.detach().numpy() for k, v in scope["GPT"](11).state_dict().items() if not k.endswith(".attn.bias")}
+    runs = []
+    for text in (GPT, ours_text):
+        scope = {"VOCAB": 11, "INIT": init, **arrays}
+        text = text.replace("model.load_state_dict(", "model.load_state_dict(strict=False, state_dict=")
+        exec(compile(text, "gpt.py", "exec"), scope)  # noqa: S102 - the program under test
+        runs.append(scope)
+    theirs, ours = runs
+    np.testing.assert_allclose(ours["losses"], theirs["losses"], rtol=1e-9)
+    assert ours["sample"].shape == (1, 11) and ours["sample"].dtype == torch.long
+    assert 0 <= int(ours["sample"].min()) and int(ours["sample"].max()) < 11
+    del real

@@ -95,6 +95,11 @@ CASES = {
     "layer_norm_2d_shape": (lambda m, x, w: m.nn.functional.layer_norm(x, (3, 4), w), [X[None].repeat(2, 0), POS],
                             True),
     "layer_norm_top_level": (lambda m, x: m.layer_norm(x, [4]), [X], True),
+    "torch_keyword_names": (lambda m, x, y: (m.matmul(input=x, other=y.T), m.stack(tensors=[x, y], dim=1),
+                                             m.clamp(input=x, min=0.0), m.where(condition=x > 0, input=x, other=y),
+                                             m.maximum(input=x, other=y), m.exp(input=x),
+                                             m.unsqueeze(input=x, dim=0), m.transpose(input=x, dim0=0, dim1=1)),
+                            [X, POS], True),
 }
 
 
