@@ -114,7 +114,7 @@ __all__ = [
     "Module", "Parameter", "StateDictError",
     "CheckpointError", "UnsafeCheckpointError",
     "checkpoint_sequential", "data", "distributed", "functional", "init", "load", "optim", "param_vector",
-    "safetensors", "save", "utils",
+    "safetensors", "save", "utils", "distributions",
 ]
 
 # convolution and resampling (issue 21 item 4): nn.conv's Conv1d/Conv2d (padding_mode, device=, dtype=) and

@@ -216,6 +216,7 @@ class PReLU(Module):
         place_on(self, device)
 
     def reset_parameters(self) -> None:
+        """Refill the weight with `init`, as torch's PReLU.reset_parameters."""
         self.weight._data[...] = self.init
 
     def forward(self, input):  # noqa: A002

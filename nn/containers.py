@@ -251,21 +251,26 @@ class ModuleDict(Module):
         return key in self._modules
 
     def clear(self) -> None:
+        """Remove every module, as dict.clear."""
         for key in list(self._modules):
             delattr(self, key)
 
     def pop(self, key: str) -> Module:
+        """Remove the module under `key` and return it."""
         m = self[key]
         del self[key]
         return m
 
     def keys(self):
+        """The names, in insertion order."""
         return self._modules.keys()
 
     def items(self):
+        """(name, module) pairs, in insertion order."""
         return self._modules.items()
 
     def values(self):
+        """The modules, in insertion order."""
         return self._modules.values()
 
     def update(self, modules) -> None:
@@ -351,12 +356,14 @@ class ParameterList(Module):
         return self.extend(values)
 
     def append(self, value) -> ParameterList:
+        """Add a parameter at the end (a Tensor or array becomes an nn.Parameter); returns self."""
         n = len(self)
         object.__setattr__(self, "_size", n + 1)
         setattr(self, str(n), _as_parameter(value))
         return self
 
     def extend(self, values) -> ParameterList:
+        """Append each of `values`; returns self."""
         if not isinstance(values, Iterable) or isinstance(values, Tensor):
             raise TypeError("ParameterList.extend should be called with an iterable, but got "
                             + type(values).__name__)
@@ -414,20 +421,25 @@ class ParameterDict(Module):
         return key in self._keys
 
     def keys(self):
+        """The names, in insertion order."""
         return list(self._keys)
 
     def items(self):
+        """(name, parameter) pairs, in insertion order."""
         return [(k, self[k]) for k in self._keys]
 
     def values(self):
+        """The parameters, in insertion order."""
         return [self[k] for k in self._keys]
 
     def pop(self, key: str):
+        """Remove the parameter under `key` and return it."""
         v = self[key]
         del self[key]
         return v
 
     def update(self, parameters) -> None:
+        """Add or replace parameters from a mapping or (name, parameter) pairs, as dict.update."""
         pairs = parameters.items() if isinstance(parameters, (Mapping, ParameterDict)) else parameters
         for key, value in pairs:
             self[key] = value

@@ -272,6 +272,7 @@ class RMSNorm(Module):
         place_on(self, device)
 
     def reset_parameters(self) -> None:
+        """Ones for the weight, as torch's RMSNorm.reset_parameters."""
         if self.weight is not None:
             self.weight._data[...] = 1
 
