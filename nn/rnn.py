@@ -23,6 +23,13 @@ from . import init
 from .module import Module, Parameter, check_input
 from .utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+
+def uniform_by_hidden_size(module: Module) -> None:
+    """torch's recurrent init: every parameter U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) (layers and cells)."""
+    stdv = 1.0 / math.sqrt(module.hidden_size)
+    for p in module.parameters():
+        init.uniform_(p, -stdv, stdv)
+
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
@@ -89,9 +96,7 @@ class _RNNBase(Module):
 
     def reset_parameters(self) -> None:
         """torch's: every weight and bias U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))."""
-        stdv = 1.0 / math.sqrt(self.hidden_size)
-        for p in self.parameters():
-            init.uniform_(p, -stdv, stdv)
+        uniform_by_hidden_size(self)
 
     def _weights(self, layer: int, suffix: str) -> dict:
         return {base: getattr(self, f"{base}_l{layer}{suffix}", None)

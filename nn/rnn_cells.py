@@ -2,16 +2,13 @@
 bias_hh), initialisation and calls (input (B, I) or unbatched (I,); hx None means zeros)."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 import tracer
 
 from . import functional as F
-from . import init
 from .module import Module, Parameter, check_input
-from .rnn import _gru_cell, _lstm_cell
+from .rnn import _gru_cell, _lstm_cell, uniform_by_hidden_size
 
 
 class _CellBase(Module):
@@ -32,9 +29,8 @@ class _CellBase(Module):
             self.to(device=device)
 
     def reset_parameters(self) -> None:
-        stdv = 1.0 / math.sqrt(self.hidden_size)
-        for p in self.parameters():
-            init.uniform_(p, -stdv, stdv)
+        """torch's: every weight and bias U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))."""
+        uniform_by_hidden_size(self)
 
     def _input(self, x):
         name = type(self).__name__
