@@ -4,10 +4,10 @@ from collections import namedtuple
 
 import numpy as np
 import pytest
-import torch
 
 import autodiff
 import tracer
+from tests.torch_optional import torch
 
 RNG = np.random.default_rng(5)
 X = RNG.normal(size=(16, 3)).astype("float32")

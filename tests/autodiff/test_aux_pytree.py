@@ -4,10 +4,10 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 import pytest
-import torch
 
 import autodiff
 import tracer
+from tests.torch_optional import torch
 
 X = np.random.default_rng(9).normal(size=(4, 3)).astype("float32")
 Stats = namedtuple("Stats", ["mean", "maximum"])

@@ -5,12 +5,12 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 import pytest
-import torch
 
 import autodiff
 import nn
 import tracer
 from nn import functional as F
+from tests.torch_optional import torch
 
 RNG = np.random.default_rng(3)
 X = RNG.normal(size=(32, 4)).astype("float32")

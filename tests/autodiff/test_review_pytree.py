@@ -2,11 +2,11 @@
 scenarios a JAX or PyTorch user writes, each compared with an eager run of the same Python (and torch)."""
 import numpy as np
 import pytest
-import torch
 
 import autodiff
 import tracer
 from nn import optim
+from tests.torch_optional import torch
 
 X = np.array([3.0, 4.0], "float32")
 

@@ -3,11 +3,11 @@ as torch's `.grad is None`, so optimizers can leave them alone. Unreachable (a f
 old tensors behind): ValueError naming the leaf, never a silent zero."""
 import numpy as np
 import pytest
-import torch
 
 import autodiff
 import nn
 import tracer
+from tests.torch_optional import torch
 
 RNG = np.random.default_rng(7)
 X = RNG.normal(size=(8, 2)).astype("float32")

@@ -2,10 +2,10 @@
 torch's state["step"] does, so bias corrections and step-dependent rates for it begin at step 1."""
 import numpy as np
 import pytest
-import torch
 
 import tracer
 from nn import optim
+from tests.torch_optional import torch
 
 R = np.random.default_rng(5)
 COUNTING = ["Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad", "Adadelta"]

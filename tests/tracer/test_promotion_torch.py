@@ -2,10 +2,10 @@
 int8/uint8/int16 tensors, and integer input to the ops torch computes in float; eager and traced alike."""
 import numpy as np
 import pytest
-import torch
 
 import ir
 import tracer
+from tests.torch_optional import torch
 
 TORCH = {d: getattr(torch, d) for d in ir.DTYPES}
 

@@ -2,11 +2,11 @@
 reads stay a TraceError; writable repeat / contiguous; torch's in-place variants; Tensor.type."""
 import numpy as np
 import pytest
-import torch
 
 import autodiff
 import ir
 import tracer
+from tests.torch_optional import torch
 
 A = np.arange(6, dtype="float32").reshape(3, 2) / 4
 B = np.array([[1.0, -1.0], [0.5, 2.0], [3.0, 0.0]], "float32")
