@@ -163,6 +163,8 @@ def trace_function(fn, args, names=None, scalars_as_inputs: bool = False) -> Tra
         weak = t is None and scalars_as_inputs and is_scalar_input(a)
         if weak:
             t = scalar_type(a)
+        # an enclosing trace's Python-number input, passed on (a nested step): it stays weak in here too
+        weak = weak or (isinstance(a, Tensor) and a._weak)
         if t is None:  # Python values pass through unchanged (the trace specialises on them)
             sym_args.append(a)
             continue

@@ -193,9 +193,6 @@ def test_argnums_takes_negative_numpy_and_list_indices_as_jax():
 
 # ------------------------------------------------------------------ nested steps keep a number's weak dtype
 
-@pytest.mark.xfail(strict=True, reason="tracer/trace.py: trace_function makes a weak (Python-number) traced "
-                   "Tensor argument a float64 parameter of the inner trace, dropping _weak, so the inner "
-                   "step promotes float32 * number to float64 (eager: float32)")
 def test_a_number_passed_through_a_nested_step_stays_weak():
     inner = autodiff.value_and_grad(lambda a, s: (a ** 2).sum() * s, argnums=0)
 
