@@ -226,7 +226,7 @@ def _slot_tensor(tape: ag.Tape, s: int, seeds) -> Tensor:
         return tape.leaves[s]
     t = Tensor.wrap(tape.values[s])
     if kind != "input":
-        t._ag = ag.Node(tape, s, tape.parts[tape.parts[s][2]][0] if kind == "item" else kind)
+        t._ag = ag.Node(tape, s, tape.parts[tape.parts[s][2]][0] if kind == "item" else kind, ag.version(t._data))
     return t
 
 

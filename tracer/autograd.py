@@ -81,12 +81,15 @@ LEAF = _Leaf()
 
 
 class Node:
-    """The `grad_fn` of a recorded result: the op that made it, its tape and slot."""
+    """The `grad_fn` of a recorded result: the op that made it, its tape and slot, and `ver`, the in-place writes
+    to the tensor's buffer when it got this node. A later op reading the tensor while its buffer's count differs
+    (a write through a view of it, or through the tensor it is a view of: torch rebases the view's graph,
+    tracegrad has no such graph) raises instead of recording the values' old history (see `stale`)."""
 
-    __slots__ = ("tape", "slot", "op")
+    __slots__ = ("tape", "slot", "op", "ver")
 
-    def __init__(self, tape: Tape, slot: int, op: str):
-        self.tape, self.slot, self.op = tape, slot, op
+    def __init__(self, tape: Tape, slot: int, op: str, ver: int = 0):
+        self.tape, self.slot, self.op, self.ver = tape, slot, op, ver
 
     def name(self) -> str:
         """torch's spelling: MatmulBackward0 for a matmul, ReluBackward0 for nn.relu."""
@@ -281,6 +284,8 @@ def record(op_name: str, attrs: dict, type_, attrs_key_, inputs, result, tuple_i
     slots, args, vars_ = [], [], tape.vars
     for t in inputs:
         ag = t._ag
+        if _VERSIONS and type(ag) is Node and version(t._data) != ag.ver:
+            stale(t)
         s = ag.slot if ag is not None and ag is not LEAF and ag.tape is tape else tape.slot_of(t)
         slots.append(s)
         args.append(vars_[s])
@@ -291,9 +296,20 @@ def record(op_name: str, attrs: dict, type_, attrs_key_, inputs, result, tuple_i
         for i, r in enumerate(result):
             item = tape.bound(tape.builder.get_item(var, i), ("item", i, slot), r._data)
             if _records(type_.fields[i]):
-                r._ag = Node(tape, item, op_name)
+                r._ag = Node(tape, item, op_name, version(r._data) if _VERSIONS else 0)
         return
-    result._ag = Node(tape, tape.bound(var, part, result._data), op_name)
+    result._ag = Node(tape, tape.bound(var, part, result._data), op_name, version(result._data) if _VERSIONS else 0)
+
+
+def stale(t) -> None:
+    """t's buffer was written in place through another tensor (a view of t, or the tensor t is a view of) after t
+    was recorded: its recorded history no longer makes its values, so reading it would differentiate the old
+    ones (torch rebases the view; tracegrad raises)."""
+    raise RuntimeError(
+        f"a recorded tensor ({dtype_name(t._data.dtype)} {tuple(t._data.shape)}, from {t._ag.name()}) is read after "
+        "an in-place write into its memory through a view of it (or through the tensor it is a view of): torch "
+        "rebases the view's graph, tracegrad cannot, and would differentiate the values before the write. "
+        "Write through the tensor itself (h[1:3] = v, not v = h[1:3]; v[:] = ...), or clone() the view first.")
 
 
 def check_inplace(t, value) -> None:
@@ -320,9 +336,26 @@ def check_inplace(t, value) -> None:
 def wrote(t, value) -> None:
     """After an eager in-place op wrote `value` (its out-of-place result) into t's buffer: the buffer's version
     moves on (a backward that needs its old values raises), and t is now the recorded result, as in torch."""
+    if grad_mode.enabled and type(t._ag) is Node and value is not None and value._ag is None:
+        # overwritten by values that do not require grad (zero_, fill_, copy_ of a constant, h[...] = c): t's old
+        # history no longer makes any of its values, so its gradient is zero from here on, as torch's
+        value = _severed(t, value)
     bump(t._data)
     if value is not None and value._ag is not None and grad_mode.enabled and t._ag is not LEAF:
-        t._ag = value._ag
+        ag = value._ag
+        t._ag = Node(ag.tape, ag.slot, ag.op, version(t._data)) if type(ag) is Node else ag
+    elif type(t._ag) is Node:  # written untracked (no_grad) or with a value that does not require grad
+        ag = t._ag
+        t._ag = Node(ag.tape, ag.slot, ag.op, version(t._data))
+
+
+def _severed(t, value):
+    """value, recorded as a function of t that passes it no gradient: where(False, t, value)."""
+    from .math import where
+    from .tensor import Tensor, array_module_of
+
+    never = Tensor.wrap(array_module_of(t._data).zeros(t._data.shape, dtype=bool))
+    return where(never, t, value)
 
 
 def wants_record(target, value) -> bool:

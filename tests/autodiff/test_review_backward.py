@@ -1,0 +1,117 @@
+"""Review of loss.backward() as a torch user porting a training script would write it: in-place writes through a
+view of a recorded result, and reads of a recorded result whose buffer a view wrote into. torch rebases the view's
+graph; tracegrad must give torch's gradient or raise, never a gradient of the values before the write."""
+import numpy as np
+import pytest
+
+import nn.torch as tg
+from tests.torch_optional import torch
+
+rng = np.random.default_rng(0)
+W0 = rng.standard_normal((3, 4))
+X = rng.standard_normal((5, 3))
+
+
+def _grad(mod, forward):
+    """w.grad after forward(mod, w, x).backward(), or the RuntimeError it raised."""
+    w = mod.tensor(W0.copy(), requires_grad=True)
+    x = mod.tensor(X.copy())
+    try:
+        forward(mod, w, x).backward()
+    except RuntimeError as e:
+        return e
+    return w.grad.detach().numpy()
+
+
+def _slice_assign(m, w, x):
+    h = (x @ w) * 1.0
+    v = h[1:3]
+    v[:] = 5.0  # writes rows 1:3 of h through the view
+    return h.exp().sum()
+
+
+def _transpose_add(m, w, x):
+    h = (x @ w) * 1.0
+    h.t().add_(w.sum())  # writes every element of h through the view, with a value that requires grad
+    return (h ** 2).sum()
+
+
+def _view_mul(m, w, x):
+    h = (x @ w) * 1.0
+    h[0].mul_(2.0)
+    return (h * 3.0).sum()  # reads no saved value: only the graph says whether row 0 was doubled
+
+
+def _base_write_then_view(m, w, x):
+    h = (x @ w) * 1.0
+    v = h[0]
+    h.mul_(3.0)  # v sees the tripled values
+    return (v + 1.0).sum()
+
+
+@pytest.mark.parametrize("forward", [_slice_assign, _transpose_add, _view_mul, _base_write_then_view],
+                         ids=["slice_assign", "transpose_add_", "view_mul_", "base_mul_then_view"])
+def test_write_through_view_never_gives_the_stale_gradient(forward):
+    want = _grad(torch, forward)
+    assert not isinstance(want, Exception)
+    got = _grad(tg, forward)
+    if isinstance(got, RuntimeError):
+        assert "view" in str(got) and "clone()" in str(got)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_write_into_the_recorded_tensor_itself_still_matches_torch():
+    """x[mask] = 0, add_, mul_ on the recorded result itself (no view): torch's gradient, no error."""
+    def forward(m, w, x):
+        h = (x @ w) * 1.0
+        h[h < 0] = 0.0
+        h.add_(1.0)
+        h[:, 0] = h[:, 1] * 2.0
+        with m.no_grad():
+            h.mul_(1.0)  # an untracked write to the tensor itself: torch reads on as if it had not happened
+        return (h ** 2).sum()
+
+    np.testing.assert_allclose(_grad(tg, forward), _grad(torch, forward), rtol=1e-10, atol=1e-12)
+
+
+def test_views_made_after_the_write_are_fine():
+    def forward(m, w, x):
+        h = (x @ w) * 1.0
+        h.mul_(2.0)
+        q, k = h.chunk(2, dim=1)
+        return (q * k).sum() + h.t().sum()
+
+    np.testing.assert_allclose(_grad(tg, forward), _grad(torch, forward), rtol=1e-10, atol=1e-12)
+
+
+def _overwrite(how):
+    def forward(m, w, x):
+        h = (x @ w) * 1.0
+        if how == "zero_":
+            h.zero_()
+        elif how == "fill_":
+            h.fill_(2.0)
+        elif how == "copy_":
+            h.copy_(m.ones(5, 4, dtype=m.float64))
+        else:
+            h[...] = m.tensor(np.ones((5, 4)))
+        return (h * 2.0 + (x @ w)).sum()
+    return forward
+
+
+@pytest.mark.parametrize("how", ["zero_", "fill_", "copy_", "setitem"])
+def test_overwriting_a_recorded_result_with_a_constant_stops_its_gradient(how):
+    """torch: after h.zero_() (fill_, copy_ of a constant, h[...] = c) nothing flows back through h's old history."""
+    np.testing.assert_allclose(_grad(tg, _overwrite(how)), _grad(torch, _overwrite(how)), rtol=1e-10, atol=1e-12)
+
+
+def test_overwritten_result_alone_gives_zero_gradients_as_torch():
+    def forward(m, w, x):
+        h = (x @ w) * 3.0  # nothing saved is overwritten (tanh's output would be: torch's error, and tracegrad's)
+        h.zero_()
+        return h.sum()
+
+    got = _grad(tg, forward)
+    np.testing.assert_array_equal(got, _grad(torch, forward))
+    assert got.shape == W0.shape and not got.any()
