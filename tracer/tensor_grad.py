@@ -2,6 +2,7 @@
 `requires_grad_()`, `retain_grad()`, `backward()` (installed on Tensor by tracer/__init__.py)."""
 from __future__ import annotations
 
+import warnings
 import weakref
 
 import numpy as np
@@ -49,7 +50,14 @@ def requires_grad_(self, requires_grad: bool = True):
     return self
 
 
+_NON_LEAF_GRAD = ("The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute "
+                  "won't be populated during autograd.backward(). If you indeed want the .grad field to be populated "
+                  "for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor.")
+
+
 def _get_grad(self):
+    if self._grad is None and isinstance(self._ag, Node) and not _retains_grad(self):
+        warnings.warn(_NON_LEAF_GRAD, UserWarning, stacklevel=2)  # torch's warning: h.grad stays None
     return self._grad
 
 
@@ -104,6 +112,13 @@ def tensor_backward(self, gradient=None, retain_graph=None, create_graph: bool =
     _impl().backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs)
 
 
+def detach_(self):
+    """Detach this tensor from the graph that made it, in place: it becomes a leaf that does not require grad."""
+    if self._var is None:
+        self._ag = None
+    return self
+
+
 def _data(self):
     """The same values, untracked (shares the buffer); `p.data = t` replaces p's values, as torch's."""
     if self._var is not None:
@@ -126,4 +141,5 @@ PROPERTIES = {
     "data": property(_data, _set_data, doc="The values as an untracked tensor sharing the buffer."),
 }
 
-METHODS = {"requires_grad_": requires_grad_, "retain_grad": retain_grad, "backward": tensor_backward}
+METHODS = {"requires_grad_": requires_grad_, "retain_grad": retain_grad, "backward": tensor_backward,
+           "detach_": detach_}

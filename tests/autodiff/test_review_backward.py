@@ -115,3 +115,27 @@ def test_overwritten_result_alone_gives_zero_gradients_as_torch():
     got = _grad(tg, forward)
     np.testing.assert_array_equal(got, _grad(torch, forward))
     assert got.shape == W0.shape and not got.any()
+
+
+def test_grad_of_a_non_leaf_warns_as_torch_and_is_none():
+    w = tg.tensor(W0.copy(), requires_grad=True)
+    h = w * 2.0
+    g = h.sin()
+    g.retain_grad()
+    (g * h).sum().backward()
+    with pytest.warns(UserWarning, match="not a leaf Tensor"):
+        assert h.grad is None
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a retained non-leaf and a leaf read their .grad silently, as torch's
+        assert g.grad is not None and w.grad is not None
+
+
+def test_detach_in_place_as_torch():
+    for mod in (tg, torch):
+        w = mod.tensor(W0.copy(), requires_grad=True)
+        h = w * 2.0
+        assert h.detach_() is h
+        assert not h.requires_grad and h.is_leaf and h.grad_fn is None
+        (h * w).sum().backward()
+        np.testing.assert_allclose(np.asarray(w.grad.numpy()), 2.0 * W0)
