@@ -133,6 +133,45 @@ class Tape:
         self.hint = None
         return False
 
+    def restore(self, slots) -> None:
+        """Recompute now the values of `slots` (and of the values they are made from) that the hint let go: the
+        tape left the last backward's program, and an op off it reads them, so its backward may need them; their
+        sources still hold the values they were computed from (a leaf or input written in place later, by an
+        optimizer step before backward, would otherwise make that backward raise where torch's does not)."""
+        values, bindings, parts, freed = self.values, self.bindings, self.parts, self.freed
+        need, stack = set(), [s for s in slots if values[s] is None]
+        while stack:
+            s = stack.pop()
+            if s in need or values[s] is not None or bindings[s] is None or s in freed:
+                continue
+            need.add(s)
+            part = parts[s]
+            stack.extend([part[2]] if part[0] == "item" else part[2])
+        if not need:
+            return
+        from .tensor import Tensor, apply
+
+        where = {id(v): i for i, v in enumerate(self.vars)}
+        with no_grad():
+            for s in sorted(need):
+                part = parts[s]
+                if part[0] == "item":
+                    whole = values[part[2]]
+                    if whole is None:
+                        continue
+                    values[s] = whole[part[1]]
+                else:
+                    call = bindings[s].value
+                    args = call.args[0].fields if len(call.args) == 1 and isinstance(call.args[0], Tuple) else None
+                    at = [where.get(id(a)) for a in (args if args is not None else call.args)]
+                    if None in at or any(values[i] is None for i in at):
+                        continue  # left to the backward, which recomputes what it needs
+                    ins = [Tensor.wrap(values[i]) for i in at]
+                    out = apply(call.op, [ins] if args is not None else ins, **call.attrs)
+                    values[s] = tuple(o._data for o in out) if type(out) is tuple else out._data
+                v = values[s]
+                self.versions[s] = 0 if type(v) is tuple or v.base is None else version(v)
+
     def _param(self, part, var: Var, value) -> int:
         slot = len(self.vars)
         if self.hint is not None:
@@ -297,8 +336,15 @@ def record(op_name: str, attrs: dict, type_, attrs_key_, inputs, result, tuple_i
             item = tape.bound(tape.builder.get_item(var, i), ("item", i, slot), r._data)
             if _records(type_.fields[i]):
                 r._ag = Node(tape, item, op_name, version(r._data) if _VERSIONS else 0)
-        return
-    result._ag = Node(tape, tape.bound(var, part, result._data), op_name, version(result._data) if _VERSIONS else 0)
+    else:
+        result._ag = Node(tape, tape.bound(var, part, result._data), op_name,
+                          version(result._data) if _VERSIONS else 0)
+    if tape.hint is None:
+        values = tape.values
+        for s in slots:
+            if values[s] is None:  # off the last backward's program, reading a value it let go (Tape.restore)
+                tape.restore(slots)
+                break
 
 
 def stale(t) -> None:

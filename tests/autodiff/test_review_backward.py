@@ -139,3 +139,25 @@ def test_detach_in_place_as_torch():
         assert not h.requires_grad and h.is_leaf and h.grad_fn is None
         (h * w).sum().backward()
         np.testing.assert_allclose(np.asarray(w.grad.numpy()), 2.0 * W0)
+
+
+def test_a_diverging_step_needs_a_value_the_last_backward_did_not_keep():
+    """A value the last backward of the same program did not read is not kept (tracer.autograd's hint); when this
+    step's program then diverges and needs it, it must not be recomputed from a leaf written in place since
+    (torch saved the value and gives the gradient)."""
+    def grads(mod):
+        w = mod.tensor(W0.copy(), requires_grad=True)
+        out = []
+        for i in range(4):
+            h = mod.tensor(X[:3] @ np.eye(3, 4)) + w  # add saves nothing: steps 0-1 never read h
+            e = h.exp()
+            loss = e.sum() if i < 2 else e.sum() + (h * h).sum()
+            if i == 3:
+                with mod.no_grad():
+                    w.add_(1.0)  # not saved by torch (add), so torch's backward is unaffected
+            loss.backward()
+            out.append(w.grad.detach().numpy().copy())
+            w.grad = None
+        return np.stack(out)
+
+    np.testing.assert_allclose(grads(tg), grads(torch), rtol=1e-10, atol=1e-12)
