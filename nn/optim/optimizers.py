@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from nn.module import zero_grads
-from tracer import Tensor
+from tracer import Tensor, enable_grad
 from tracer.autograd import bump
 from tracer.tensor import array_module_of
 
@@ -123,10 +123,18 @@ class Optimizer(ABC):
             return
         object.__setattr__(self, name, value)
 
-    def step(self, grads=None) -> None:
+    def step(self, grads=None, closure=None):
         """Update every parameter in place from `grads`: a list in the order of the parameters, or a
         dict keyed by the parameters' names; with no argument, from each parameter's `.grad` (torch's form:
-        a parameter whose .grad is None is skipped, its state untouched)."""
+        a parameter whose .grad is None is skipped, its state untouched). `step(closure)`, as torch's: the
+        closure (zero_grad, forward, backward, return the loss) runs first, with grad enabled, and its loss
+        is returned."""
+        if callable(grads) and not isinstance(grads, (Tensor, np.ndarray)):
+            grads, closure = None, grads
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
         if grads is None:
             grads = self._dot_grads()
         if type(grads) is not list and isinstance(grads, Mapping):
@@ -161,6 +169,7 @@ class Optimizer(ABC):
                 if hasattr(v, "shape") and type(v) is not type(p._data):
                     state[k] = as_array(v, p._data)
             self._update(p._data, g, state, self.step_count - self.skipped[i], self.param_groups[self._group_of[i]])
+        return loss
 
     def _by_name(self, grads: Mapping) -> list:
         """The gradients of a dict in the parameters' order. Names come from the constructor's dict or

@@ -161,3 +161,22 @@ def test_a_diverging_step_needs_a_value_the_last_backward_did_not_keep():
         return np.stack(out)
 
     np.testing.assert_allclose(grads(tg), grads(torch), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam"])
+def test_step_with_a_closure_as_torch(name):
+    """opt.step(closure): the closure runs (zero_grad, forward, backward), its loss is returned, then the step."""
+    def run(mod):
+        w = mod.nn.Parameter(mod.tensor(W0.copy()))
+        opt = getattr(mod.optim, name)([w], lr=0.05)
+        losses = []
+        for _ in range(3):
+            def closure():
+                opt.zero_grad()
+                loss = (mod.tensor(X) @ w).tanh().pow(2).sum()
+                loss.backward()
+                return loss
+            losses.append(float(opt.step(closure)))
+        return np.concatenate([w.detach().numpy().ravel(), losses])
+
+    np.testing.assert_allclose(run(tg), run(torch), rtol=1e-10, atol=1e-12)
