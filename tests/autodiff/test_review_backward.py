@@ -180,3 +180,15 @@ def test_step_with_a_closure_as_torch(name):
         return np.concatenate([w.detach().numpy().ravel(), losses])
 
     np.testing.assert_allclose(run(tg), run(torch), rtol=1e-10, atol=1e-12)
+
+
+def test_relu_in_place_on_a_recorded_result_as_torch():
+    """torch's relu backward reads its output, so h.relu_() after a matmul (which saved no h) backpropagates."""
+    def forward(m, w, x):
+        h = x @ w
+        h.relu_()
+        return (h * 2.0).sum() + (h ** 2).sum()
+
+    got, want = _grad(tg, forward), _grad(torch, forward)
+    assert not isinstance(got, Exception), got
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
