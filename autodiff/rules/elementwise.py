@@ -203,8 +203,8 @@ def nn_log_sigmoid_vjp(b, call, out, g):
 @register_vjp("nn.relu")
 def nn_relu_vjp(b, call, out, g):
     """Forward: y = max(x, 0)
-    Backward: dx = g * [not y <= 0]  (0 at x = 0 and g at nan, as PyTorch): read from the output, as torch's
-    threshold_backward, so that x.relu_() on a recorded result needs no value the write replaced"""
+    Backward: dx = g * [not y <= 0]  (0 at x = 0 and g at nan, as PyTorch), read from the output"""
+    # from the output, as torch's threshold_backward: x.relu_() on a recorded result needs no value the write replaced
     return [b.call("where", b.call("less_equal", out, _c(0, out)), _c(0, out), g)]
 
 
