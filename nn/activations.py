@@ -19,7 +19,7 @@ from tracer import Tensor
 from . import activations_functional as AF
 from .activations_functional import elu, leaky_relu, mish, softplus  # noqa: F401  (nn.activations.elu, ...)
 from .module import Module, Parameter
-from .norm import factory_dtype, place_on
+from .parameter import factory_dtype, place
 
 
 def _tensor(x) -> Tensor:
@@ -213,7 +213,7 @@ class PReLU(Module):
             raise ValueError(f"PReLU: num_parameters must be a positive int, got {num_parameters!r}")
         self.num_parameters, self.init = int(num_parameters), init
         self.weight = Parameter(np.full((self.num_parameters,), init, factory_dtype(dtype)))
-        place_on(self, device)
+        place(self, device)
 
     def reset_parameters(self) -> None:
         """Refill the weight with `init`, as torch's PReLU.reset_parameters."""

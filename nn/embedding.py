@@ -26,7 +26,7 @@ from tracer.tensor import apply
 
 from . import init
 from .module import Module, Parameter
-from .norm import factory_dtype, place_on
+from .parameter import factory_dtype, place
 
 
 def _indices(indices, num: int, what: str) -> Tensor:
@@ -121,7 +121,7 @@ class Embedding(Module):
                 raise ValueError(f"{name}: _weight of shape {w.shape} must be ({num_embeddings}, {embedding_dim})")
             self.weight = Parameter(w)
         self.weight.requires_grad = not _freeze
-        place_on(self, device)
+        place(self, device)
 
     @property
     def dim(self) -> int:

@@ -6,7 +6,6 @@ import math
 import numpy as np
 
 import tracer
-from tracer.tensor import apply
 
 from . import functional as F
 from . import init
@@ -51,29 +50,6 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-class MaxPool2d(Module):
-    """Max pooling over NCHW input, as torch's: stride defaults to kernel_size, padding at most half the window,
-    ceil_mode=True rounds the window count up."""
-
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
-        super().__init__()
-        _check_pool(type(self).__name__, kernel_size, stride, padding)
-        _pair(type(self).__name__, "dilation", dilation, 1)
-        if return_indices:
-            raise NotImplementedError("MaxPool2d: return_indices=True is not supported; use return_indices=False")
-        # as torch's: stride None means the window's size (and prints so)
-        self.kernel_size, self.padding, self.dilation = kernel_size, padding, dilation
-        self.stride = kernel_size if stride is None else stride
-        self.return_indices, self.ceil_mode = return_indices, ceil_mode
-
-    def forward(self, x):
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
-
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
-
-
 class AvgPool2d(Module):
     """Average pooling, as torch's: zero padding counts towards the average unless count_include_pad=False,
     ceil_mode=True rounds the window count up, divisor_override replaces the divisor."""
@@ -100,47 +76,6 @@ def _check_pool(name, kernel_size, stride, padding) -> None:
         _pair(name, "stride", stride, 1)
     if any(2 * p > k for p, k in zip(_pair(name, "padding", padding, 0), window, strict=True)):
         raise ValueError(f"{name}: padding ({padding}) must be at most half of kernel_size ({kernel_size})")
-
-
-class Embedding(Module):
-    """A lookup table: integer indices (...) -> rows of weight (num_embeddings, dim), weight ~ N(0, 1).
-
-    padding_idx (as torch's): that row starts at zeros and gets no gradient, so training never moves it.
-
-    >>> Embedding(4, 2, padding_idx=0).weight.numpy()[0].tolist()
-    [0.0, 0.0]
-    """
-
-    def __init__(self, num_embeddings: int, dim: int, padding_idx: int | None = None, device=None, dtype=None):
-        super().__init__()
-        dtype = factory_dtype(dtype, self)
-        if padding_idx is not None:
-            if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)) or \
-                    not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"Embedding: padding_idx must be an int in [-{num_embeddings}, {num_embeddings}), "
-                                 f"got {padding_idx!r}")
-            padding_idx = int(padding_idx) % num_embeddings
-        self.num_embeddings, self.dim, self.padding_idx = num_embeddings, dim, padding_idx
-        self.weight = init.normal_(Parameter(np.empty((num_embeddings, dim), dtype)))
-        if padding_idx is not None:
-            self.weight._data[padding_idx] = 0
-        place(self, device)
-
-    def forward(self, indices):
-        if not isinstance(indices, tracer.Tensor):
-            indices = tracer.tensor(np.asarray(indices))
-        # take() counts negative indices from the end (numpy's rule); an embedding must refuse them, as torch.
-        # The check is an op (one pass over the indices), so a compiled step raises the eager error too.
-        indices = apply("check_index", [indices], lower=0, upper=self.num_embeddings, what=repr(self))
-        weight = self.weight
-        if self.padding_idx is not None:  # the padding row's gradient is cut: the same values, no gradient
-            row = np.arange(self.num_embeddings)[:, None] == self.padding_idx
-            weight = tracer.where(tracer.tensor(row), tracer.stop_gradient(weight), weight)
-        return tracer.take(weight, indices, axis=0)
-
-    def extra_repr(self) -> str:
-        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
-        return f"{self.num_embeddings}, {self.dim}{pad}"
 
 
 class LayerNorm(Module):
@@ -284,5 +219,5 @@ class Unflatten(Module):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
-__all__ = ["AvgPool2d", "Dropout", "Dropout2d", "Embedding", "Flatten", "Identity", "LayerNorm",
-           "Linear", "MaxPool2d", "ModuleList", "Sequential", "Unflatten"]
+__all__ = ["AvgPool2d", "Dropout", "Dropout2d", "Flatten", "Identity", "LayerNorm", "Linear", "ModuleList",
+           "Sequential", "Unflatten"]

@@ -14,14 +14,7 @@ import tracer
 
 from . import norm_functional as NF
 from .module import Module, Parameter, check_input
-from .parameter import factory_dtype  # one rule for every layer (np.float64, torch.float64 too)
-
-
-def place_on(module: Module, device) -> Module:
-    """The device= factory argument: a module built on the CPU, moved to `device` unless that is the CPU."""
-    if device is not None and str(device) != "cpu":
-        module.to(device=device)
-    return module
+from .parameter import factory_dtype, place  # one rule for every layer (np.float64, torch.float64 too)
 
 
 def _positive_int(layer: str, name: str, v) -> int:
@@ -57,7 +50,7 @@ class _NormBase(Module):
             for b in ("running_mean", "running_var", "num_batches_tracked"):
                 self.register_buffer(b, None)
         self._dtype = dtype
-        place_on(self, device)
+        place(self, device)
 
     def reset_running_stats(self) -> None:
         """running_mean to zeros, running_var to ones, num_batches_tracked to 0, in place (torch's)."""
@@ -232,7 +225,7 @@ class GroupNorm(Module):
         self.weight = Parameter(np.ones((num_channels,), dtype)) if affine else None
         self.bias = Parameter(np.zeros((num_channels,), dtype)) if affine and bias else None
         self._dtype = dtype
-        place_on(self, device)
+        place(self, device)
 
     def forward(self, x):
         x = check_input(self, x, self._dtype)
@@ -269,7 +262,7 @@ class RMSNorm(Module):
         dtype = factory_dtype(dtype)
         self.weight = Parameter(np.ones(self.normalized_shape, dtype)) if elementwise_affine else None
         self._dtype = dtype
-        place_on(self, device)
+        place(self, device)
 
     def reset_parameters(self) -> None:
         """Ones for the weight, as torch's RMSNorm.reset_parameters."""

@@ -16,6 +16,7 @@ from . import init
 from .attention import MultiheadAttention
 from .layers import Dropout, LayerNorm, Linear
 from .module import Module
+from .parameter import factory_dtype
 
 
 def _activation(activation, layer: str):
@@ -28,10 +29,6 @@ def _activation(activation, layer: str):
     if not callable(activation):
         raise TypeError(f"{layer}: activation must be 'relu', 'gelu' or a callable, got {activation!r}")
     return activation
-
-
-def _dtype(dtype) -> str:
-    return "float32" if dtype is None else dtype if isinstance(dtype, str) else tracer.dtype_name(dtype)
 
 
 def _mask(mask):
@@ -48,7 +45,7 @@ class TransformerEncoderLayer(Module):
                  activation=F.relu, layer_norm_eps: float = 1e-5, batch_first: bool = False, norm_first: bool = False,
                  bias: bool = True, device=None, dtype=None):
         super().__init__()
-        dt = _dtype(dtype)
+        dt = factory_dtype(dtype)
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
                                             dtype=dt)
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dt)
@@ -87,7 +84,7 @@ class TransformerDecoderLayer(Module):
                  activation=F.relu, layer_norm_eps: float = 1e-5, batch_first: bool = False, norm_first: bool = False,
                  bias: bool = True, device=None, dtype=None):
         super().__init__()
-        dt = _dtype(dtype)
+        dt = factory_dtype(dtype)
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
                                             dtype=dt)
         self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
@@ -187,7 +184,7 @@ class Transformer(Module):
         common = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
                       layer_norm_eps=layer_norm_eps, batch_first=batch_first, norm_first=norm_first, bias=bias,
                       dtype=dtype)
-        dt = _dtype(dtype)
+        dt = factory_dtype(dtype)
         self.encoder = custom_encoder if custom_encoder is not None else TransformerEncoder(
             TransformerEncoderLayer(d_model, nhead, **common), num_encoder_layers,
             LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dt))
@@ -221,7 +218,7 @@ class Transformer(Module):
     @staticmethod
     def generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> tracer.Tensor:
         """(sz, sz) float: -inf above the diagonal (a position may not attend to later ones), 0 elsewhere."""
-        mask = np.triu(np.full((sz, sz), -math.inf, _dtype(dtype)), 1)
+        mask = np.triu(np.full((sz, sz), -math.inf, factory_dtype(dtype)), 1)
         return tracer.tensor(mask, device=device)
 
 
