@@ -16,8 +16,10 @@ from . import data_dependent as _data_dependent
 from . import device as _device
 from . import index_ops as _index_ops
 from . import inplace as _inplace
+from . import inplace_scatter as _inplace_scatter
 from . import inplace_unary as _inplace_unary
 from . import math as _math
+from . import nan_quantiles as _nan_quantiles
 from . import nn_functions as _nn_functions
 from . import products as _products
 from . import shape as _shape
@@ -34,6 +36,7 @@ from .device import device
 from .gamma_fns import *  # noqa: F401,F403  (lgamma, digamma, polygamma)
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .index_ops import *  # noqa: F401,F403
+from .inplace_scatter import *  # noqa: F401,F403
 from .math import (
     abs,
     add,
@@ -70,6 +73,7 @@ from .math import (
     tanh,
     where,
 )
+from .nan_quantiles import *  # noqa: F401,F403
 from .nn_functions import *  # noqa: F401,F403  (each module lists its public names in __all__)
 from .products import *  # noqa: F401,F403
 from .rng import manual_seed
@@ -122,7 +126,8 @@ def _install_methods():
 
 _install_methods()
 for _table in (_index_ops.METHODS, _sort_ops.METHODS, _view_ops.METHODS, _products.METHODS,
-               _data_dependent.METHODS, _inplace_unary.METHODS):  # issue 22's families
+               _data_dependent.METHODS, _inplace_unary.METHODS, _nan_quantiles.METHODS,
+               _inplace_scatter.METHODS):  # issue 22's families
     for _name, _fn in _table.items():
         setattr(Tensor, _name, _fn)
 
@@ -137,5 +142,6 @@ __all__ = _shape.__all__ + _nn_functions.__all__ + _create.__all__ + _torch_meth
 ] + [n for n in _special_math.__all__ if n not in _torch_methods.__all__]
 __all__ += _index_ops.__all__ + _sort_ops.__all__ + _view_ops.__all__ + _products.__all__ + _data_dependent.__all__
 __all__ += ["scaled_dot_product_attention"] + _torch_extra.__all__
+__all__ += _nan_quantiles.__all__ + _inplace_scatter.__all__ + gamma_fns.__all__
 
 _torch_methods.adopt_torch_names(Tensor, globals(), __all__)  # dim=/keepdim= beside axis=/keepdims=

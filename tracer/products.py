@@ -16,6 +16,7 @@ import numpy as np
 
 from . import shape as _shape
 from .math import as_tensor, promote
+from .svd import singular_value_norm
 from .tensor import Tensor
 from .torch_methods import _dim, clamp
 from .torch_methods import norm as _norm
@@ -264,8 +265,8 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Ten
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: A002
-    """The matrix norm over the two dims: 'fro', 1, -1, inf, -inf (torch.linalg.matrix_norm). 'nuc', 2 and -2
-    need singular values, which tracegrad does not compute: NotImplementedError."""
+    """The matrix norm over the two dims: 'fro', 'nuc', 1, -1, 2, -2, inf, -inf (torch.linalg.matrix_norm); the
+    singular-value ones ('nuc', 2, -2) in tracer/svd.py."""
     x = as_tensor(A)
     if dtype is not None:
         x = x.to(dtype)
@@ -276,8 +277,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
     if ord == "fro":
         return _norm(x, p=2, axis=(r, c), keepdims=keepdim)
     if ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"matrix_norm: ord={ord!r} needs singular values (an SVD), which tracegrad does "
-                                  "not compute; use 'fro', 1, -1, inf or -inf")
+        return singular_value_norm(x, ord, r, c, keepdim)
     if ord not in (1, -1, float("inf"), -float("inf")):
         raise RuntimeError(f"matrix_norm: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, got {ord!r}")
     # 1 / -1: over columns of the column sums; inf / -inf: over rows of the row sums

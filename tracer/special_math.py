@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .bitwise import bitwise_and, bitwise_or
+from .gamma_fns import digamma, lgamma, polygamma
 from .inplace import _checked_kind
 from .math import abs as _abs
 from .math import as_tensor, astype, divide, equal, floor_divide, greater_equal, promote
@@ -150,8 +151,9 @@ def reciprocal(input) -> Tensor:  # noqa: A002
 
 
 def square(input) -> Tensor:  # noqa: A002
-    """input * input (an integer tensor stays integer, as torch's)."""
+    """input * input (an integer tensor stays integer and bool becomes int64, as torch's)."""
     x = as_tensor(input)
+    x = astype(x, "int64") if x.dtype == "bool" else x
     return _multiply(x, x)
 
 
@@ -276,4 +278,6 @@ _INPLACE = ("tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "ac
             "log2", "log10", "log1p", "expm1", "exp2", "logit", "xlogy", "hypot", "lerp", "nan_to_num", "heaviside",
             "clamp", "clip", "square", "reciprocal", "copysign", "sign", "sgn", "round", "trunc", "frac", "floor",
             "ceil", "fix", "fmod", "arcsin", "arccos", "arctan", "arctan2", "arcsinh", "arccosh", "arctanh")
-METHODS |= {f"{name}_": _inplace(METHODS[name], f"{name}_") for name in _INPLACE}
+METHODS |= {"lgamma": lgamma, "digamma": digamma, "polygamma": lambda self, n: polygamma(n, self)}
+METHODS |= {f"{name}_": _inplace(METHODS[name], f"{name}_") for name in _INPLACE + ("lgamma", "digamma")}
+METHODS["polygamma_"] = _inplace(lambda self, n: polygamma(n, self), "polygamma_")

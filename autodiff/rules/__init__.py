@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     nn,
     reduction,
     scan,
+    svd,
     unary_math,
     update,
 )

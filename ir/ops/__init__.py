@@ -19,6 +19,7 @@ from . import (  # noqa: F401
     scan,
     search,
     sort,
+    svd,
     unary_math,
     update,
 )
