@@ -1,4 +1,5 @@
-"""Module forward hooks, as torch's `register_forward_pre_hook` / `register_forward_hook`, and their handles.
+"""Module forward hooks, as torch's `register_forward_pre_hook` / `register_forward_hook`, and their handles
+(backward hooks are stored here too; nn/backward_hooks.py runs them).
 
 A module's hooks live in one `_Hooks` object on the instance, made anew on every registration and removal
 (copy-on-write). A module without hooks has none in its `__dict__` and reads the class default `None`, so an
@@ -12,19 +13,22 @@ from __future__ import annotations
 import itertools
 import weakref
 
+from .backward_hooks import call_cut
+
 _ids = itertools.count()
 
 
 class _Hooks:
     """A module's hooks: each a tuple of (id, fn, with_kwargs, always_call) in calling order."""
 
-    __slots__ = ("pre", "forward", "__weakref__")
+    __slots__ = ("pre", "forward", "backward_pre", "backward", "__weakref__")
 
-    def __init__(self, pre=(), forward=()):
-        self.pre, self.forward = pre, forward
+    def __init__(self, pre=(), forward=(), backward_pre=(), backward=()):
+        self.pre, self.forward, self.backward_pre, self.backward = pre, forward, backward_pre, backward
 
     def with_(self, kind: str, entries: tuple) -> _Hooks | None:
-        parts = {"pre": self.pre, "forward": self.forward, kind: entries}
+        parts = {"pre": self.pre, "forward": self.forward, "backward_pre": self.backward_pre,
+                 "backward": self.backward, kind: entries}
         return _Hooks(**parts) if any(parts.values()) else None
 
 
@@ -71,7 +75,8 @@ def add_hook(module, kind: str, hook, prepend: bool, with_kwargs: bool, always_c
 
 def call_with_hooks(module, hooks: _Hooks, args: tuple, kwargs: dict):
     """module(*args, **kwargs) with its hooks, in torch's order: pre-hooks (each may replace the arguments),
-    forward, forward hooks (each may replace the output); always_call hooks run even when forward raises."""
+    forward, forward hooks (each may replace the output); always_call hooks run even when forward raises.
+    With backward hooks, forward and forward hooks run inside the cut that nn/backward_hooks.py makes."""
     for _, hook, with_kwargs, _ in hooks.pre:
         if with_kwargs:
             result = hook(module, args, kwargs)
@@ -84,6 +89,12 @@ def call_with_hooks(module, hooks: _Hooks, args: tuple, kwargs: dict):
             result = hook(module, args)
             if result is not None:
                 args = result if isinstance(result, tuple) else (result,)
+    if hooks.backward or hooks.backward_pre:
+        return call_cut(module, hooks, lambda args: _forward(module, hooks, args, kwargs), args)
+    return _forward(module, hooks, args, kwargs)
+
+
+def _forward(module, hooks: _Hooks, args: tuple, kwargs: dict):
     try:
         output = module.forward(*args, **kwargs)
     except Exception:

@@ -85,11 +85,15 @@ class Module:
         return add_hook(self, "forward", hook, prepend, with_kwargs, always_call)
 
     def register_full_backward_hook(self, hook, prepend: bool = False):
-        """Not supported: loss.backward() has no per-tensor gradient hooks yet to call it from."""
-        raise NotImplementedError(
-            f"{type(self).__name__}.register_full_backward_hook is not supported: loss.backward() runs one compiled "
-            "adjoint and has no per-module gradient hooks; read gradients from .grad after backward(), or take "
-            "autodiff.grad / torch.autograd.grad with respect to the module's inputs and outputs")
+        """hook(module, grad_input, grad_output) after loss.backward() computed the gradients with respect to the
+        module's tensor arguments (grad_input) from those of its outputs (grad_output), tuples as torch's; a
+        non-None result replaces grad_input. Not callable inside a compiled step (raises). See nn/backward_hooks."""
+        return add_hook(self, "backward", hook, prepend, False)
+
+    def register_full_backward_pre_hook(self, hook, prepend: bool = False):
+        """hook(module, grad_output) before the module's gradients are computed; a non-None result replaces
+        grad_output, as torch's. Returns a handle whose remove() unregisters it."""
+        return add_hook(self, "backward_pre", hook, prepend, False)
 
     register_backward_hook = register_full_backward_hook
 

@@ -428,9 +428,23 @@ def _impl():
     return _backend
 
 
+_after_backward: list = []  # callables run after each backward() (nn's module backward hooks continue there)
+
+
+def add_after_backward(fn) -> None:
+    """Call fn(retain_graph, create_graph) after every backward(): nn.hooks runs module backward hooks there."""
+    _after_backward.append(fn)
+
+
+def after_backward(retain_graph, create_graph) -> None:
+    for fn in _after_backward:
+        fn(retain_graph, create_graph)
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
     """torch.autograd.backward: accumulate d(sum of tensors . grad_tensors)/d(leaf) into each leaf's .grad."""
     _impl().backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
+    after_backward(retain_graph, create_graph)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,

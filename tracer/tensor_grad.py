@@ -7,7 +7,7 @@ import weakref
 
 import numpy as np
 
-from .autograd import LEAF, Node, _impl, resolve
+from .autograd import LEAF, Node, _impl, after_backward, resolve
 from .tensor import Tensor, TraceError
 
 
@@ -110,6 +110,7 @@ def tensor_backward(self, gradient=None, retain_graph=None, create_graph: bool =
     [2.0, 4.0]
     """
     _impl().backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs)
+    after_backward(retain_graph, create_graph)
 
 
 def detach_(self):
