@@ -1,4 +1,6 @@
 """Reverse-mode automatic differentiation: the Gradient pass, its VJP rules, and grad/value_and_grad."""
+__tracegrad__ = True  # the marker ir/siblings.py looks for in each of tracegrad's four packages
+from ir import siblings as _siblings  # noqa: F401, I001  (first: a foreign `ir` raises there)
 from . import backward as _backward  # noqa: F401  (installs loss.backward() into tracer)
 from .api import TraceMismatchError, grad, gradcheck, value_and_grad
 from .gradient import Gradient

@@ -4,7 +4,7 @@ A plan is a set of checkpoint regions over the forward function's bindings, writ
 `grad.start_checkpoint` / `grad.end_checkpoint` markers, so it prints and differentiates like regions a
 person placed. Each candidate is differentiated, cleaned up and optimized as the real step is (so the
 optimizer's own recomputation of activations is counted), and its peak
-is worked out by `ir.memory.estimate_peak_bytes`, which replays the executor's freeing rules on the
+is worked out by `ir.runtime.memory.estimate_peak_bytes`, which replays the executor's freeing rules on the
 types (milliseconds, no arrays). The chosen plan is then run once on the executor (on zeros of the
 parameters' types; bytes depend only on shapes and dtypes): its exact `stats.peak_bytes` is what is
 compared with the budget, and where the estimate was low the search runs again below it; a
@@ -45,8 +45,8 @@ import numpy as np
 
 import ir
 from ir import Block, Call, Function, IRModule, Var, free_vars, substitute
-from ir.memory import estimate_peak_bytes, format_bytes, type_bytes, zeros_for
 from ir.nodes import role_of
+from ir.runtime.memory import estimate_peak_bytes, format_bytes, type_bytes, zeros_for
 from tracer.trace import insert_checkpoint_markers
 
 from .gradient import Gradient
@@ -100,6 +100,11 @@ def plan_checkpoints(mod: IRModule, budget, *, func_name: str = "main", require_
     recomputation found. Regions already in `mod` are replaced by the plan. Raises ValueError when no
     plan reaches the budget, giving the lowest peak found.
 
+    A module that already has `<func_name>_adjoint` (a step's `step.module`, or the output of
+    `autodiff.Gradient`) is planned too: the adjoint tells which parameters get gradients (unless
+    `require_grads` says), and the result carries a new adjoint, differentiated from the planned forward and
+    cleaned up as `value_and_grad` compiles it, in place of the old one.
+
     >>> import tracer, autodiff
     >>> def f(x):
     ...     for _ in range(8):
@@ -112,9 +117,71 @@ def plan_checkpoints(mod: IRModule, budget, *, func_name: str = "main", require_
     >>> autodiff.plan_checkpoints(mod, 20000)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ValueError: plan_checkpoints: no plan fits the memory budget of 19.53 KiB (20000 bytes); the lowest peak...
+    >>> step = autodiff.Gradient("main")(mod)  # a differentiated module: planned, its adjoint made again
+    >>> sorted(autodiff.plan_checkpoints(step, "30kB"))
+    ['main', 'main_adjoint']
     """
-    return make_plan(mod, budget, func_name=func_name, require_grads=require_grads, target_index=target_index,
-                     device=device).module
+    adjoint = f"{func_name}_adjoint"
+    if adjoint not in mod:
+        return make_plan(mod, budget, func_name=func_name, require_grads=require_grads,
+                         target_index=target_index, device=device).module
+    forward = _without(mod, adjoint)
+    if require_grads is None:
+        require_grads = differentiated_params(mod, func_name, target_index)
+    planned = make_plan(forward, budget, func_name=func_name, require_grads=require_grads,
+                        target_index=target_index, device=device).module
+    return _compile_step(planned, func_name, require_grads, target_index)
+
+
+def _without(mod: IRModule, name: str) -> IRModule:
+    return IRModule({k: f for k, f in mod.items() if k != name})
+
+
+def _compile_step(mod: IRModule, func_name: str, require_grads, target_index: int) -> IRModule:
+    """The Gradient pass, cleaned up and optimized, as autodiff.value_and_grad compiles a step."""
+    step = Gradient(func_name, require_grads, target_index)(mod)
+    return ir.transform.optimize()(ir.transform.cleanup()(step))
+
+
+def differentiated_params(mod: IRModule, func_name: str = "main", target_index: int = 0) -> list[Var]:
+    """The parameters of `func_name` whose gradients `<func_name>_adjoint` returns, in its order.
+
+    The adjoint returns (value, (grad, ...)); each gradient has its parameter's type. The parameters are
+    matched to the gradients' types from the last parameter backwards (a step's captured weights come after
+    its inputs), and the match is confirmed by differentiating `func_name` again with them: the result must
+    be the adjoint given, as the Gradient pass makes it or as a step compiles it. ValueError when no match
+    is confirmed (pass require_grads then)."""
+    fn, adjoint = mod[func_name], mod[f"{func_name}_adjoint"]
+    ret = adjoint.body.type
+    if not (isinstance(ret, ir.TupleType) and len(ret.fields) == 2 and isinstance(ret.fields[1], ir.TupleType)):
+        raise ValueError(f"plan_checkpoints: {func_name}_adjoint does not return (value, (gradients...)) as the "
+                         f"Gradient pass makes it, it returns {ret}; plan the module before differentiating it")
+    wanted = list(ret.fields[1].fields)
+    free = [p for p in fn.params if _is_float(p.type)]
+    chosen: list[Var] = []
+    for t in reversed(wanted):
+        match = next((p for p in reversed(free) if p.type == t and p not in chosen), None)
+        if match is None:
+            chosen = None
+            break
+        chosen.append(match)
+    if chosen is not None:
+        chosen.reverse()
+        forward = _without(mod, f"{func_name}_adjoint")
+        raw = Gradient(func_name, chosen, target_index)(forward)
+        if any(ir.structural_equal(step[f"{func_name}_adjoint"], adjoint)
+               for step in (raw, ir.transform.optimize()(ir.transform.cleanup()(raw)))):
+            return chosen
+    names = ", ".join(p.name for p in fn.params)
+    raise ValueError(f"plan_checkpoints: cannot tell which parameters of {func_name} ({names}) "
+                     f"{func_name}_adjoint differentiates; pass require_grads=[...] (the Vars of "
+                     f"mod[{func_name!r}].params) or plan the module before differentiating it")
+
+
+def _is_float(t) -> bool:
+    if isinstance(t, ir.TupleType):
+        return bool(t.fields) and all(_is_float(f) for f in t.fields)
+    return t.is_float
 
 
 def make_plan(mod: IRModule, budget, *, func_name: str = "main", require_grads=None, target_index: int = 0,
@@ -122,8 +189,9 @@ def make_plan(mod: IRModule, budget, *, func_name: str = "main", require_grads=N
     """The planner itself (see the module docstring); `plan_checkpoints` returns its module."""
     limit = parse_budget(budget)
     if f"{func_name}_adjoint" in mod:
-        raise ValueError(f"plan_checkpoints: the module already has {func_name}_adjoint; plan the traced module "
-                         "before differentiating it (the planner differentiates each candidate itself)")
+        raise ValueError(f"make_plan: the module already has {func_name}_adjoint; plan the traced module "
+                         "(plan_checkpoints takes a differentiated one: it plans the forward and differentiates "
+                         "it again)")
     search = _Search(mod, func_name, require_grads, target_index, device)
     unplanned = search.measure(())
     if search.verify(unplanned) <= limit:  # the exact peak: no estimate may add regions that are not needed
@@ -149,7 +217,7 @@ def make_plan(mod: IRModule, budget, *, func_name: str = "main", require_grads=N
 
 
 class _Search:
-    """Candidate plans, each differentiated and its peak worked out by `ir.memory.estimate_peak_bytes`
+    """Candidate plans, each differentiated and its peak worked out by `ir.runtime.memory.estimate_peak_bytes`
     (cheap); `verify` runs one on the executor for the exact number."""
 
     def __init__(self, mod: IRModule, func_name: str, require_grads, target_index: int, device: str):
@@ -382,4 +450,4 @@ def _itemsize(t) -> int:
     return np.dtype(t.dtype).itemsize
 
 
-__all__ = ["Plan", "make_plan", "op_flops", "parse_budget", "plan_checkpoints"]
+__all__ = ["Plan", "differentiated_params", "make_plan", "op_flops", "parse_budget", "plan_checkpoints"]

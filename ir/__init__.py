@@ -1,5 +1,6 @@
 """tracegrad's IR: typed SSA bindings in one dataflow block, printed and parsed as TVMScript."""
-from . import ops, transform
+__tracegrad__ = True  # the marker ir/siblings.py looks for in each of tracegrad's four packages
+from . import ops, siblings, transform  # siblings: tracer, autodiff, nn checked at the end
 from .builder import Builder, as_expr, const
 from .dot import render, to_dot
 from .executor import Executor, Stats
@@ -33,3 +34,5 @@ __all__ = [
     "memory_profile", "ops", "parse", "print_function", "print_module", "render", "structural_equal",
     "substitute", "to_dot", "transform", "verify",
 ]
+
+siblings.check_siblings("ir")  # tracer, autodiff and nn: tracegrad's, or a PackageClashError

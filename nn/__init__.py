@@ -1,4 +1,6 @@
 """Models as Python classes: Module, Parameter, layers, losses, functional, init, optim, saving, data."""
+__tracegrad__ = True  # the marker ir/siblings.py looks for in each of tracegrad's four packages
+from ir import siblings as _siblings  # noqa: F401, I001  (first: a foreign `ir` raises there)
 import autodiff as _autodiff  # noqa: F401  (installs loss.backward(): `import nn` is enough for the torch loop)
 
 from . import data, distributed, distributions, functional, init, optim, param_vector, safetensors, utils

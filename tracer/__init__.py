@@ -1,10 +1,13 @@
 """Eager tensors with a PyTorch-like API, and tracing into tracegrad's IR."""
+__tracegrad__ = True  # the marker ir/siblings.py looks for in each of tracegrad's four packages
 import numpy as np
 
+from ir import siblings as _siblings  # noqa: F401  (first: a foreign `ir` raises there)
 from ir.types import check_dtype
 
 from . import (
     autograd,
+    cuda,  # noqa: F401  (tracer.cuda.is_available(), device_count(), CudaUnavailableError)
     decomp,  # noqa: F401  (tracer.decomp: cholesky, solve_triangular)
     gamma_fns,  # noqa: F401  (tracer.gamma_fns.standard_gamma)
     linalg,  # noqa: F401  (tracer.linalg: torch.linalg's spellings)

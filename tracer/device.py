@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ir.cuda_hint import require_cupy
+
 _TYPES = ("cpu", "cuda")
 
 
@@ -102,12 +104,13 @@ def device_of(array) -> device:
 
 
 def move(array, dev: device):
-    """`array` on `dev`: the same array when it is there already, a copy otherwise (never through Python lists)."""
+    """`array` on `dev`: the same array when it is there already, a copy otherwise (never through Python lists).
+    CudaUnavailableError (an ImportError) with the install hint when `dev` is a GPU and CuPy or the GPU is
+    missing."""
     on_gpu = not isinstance(array, (np.ndarray, np.generic))
     if dev.type == "cpu":
         return array.get() if on_gpu else array
-    import cupy  # an optional dependency, needed only here: an ImportError says it is missing
-
+    cupy = require_cupy()  # an optional dependency, needed only here: CudaUnavailableError says how to install it
     if on_gpu and (dev.index is None or device_of(array).index == dev.index):
         return array
     if dev.index is None:

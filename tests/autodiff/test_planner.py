@@ -209,7 +209,7 @@ def test_bad_budgets_and_modules():
             parse_budget(bad)
     mod = tracer.trace(chain, tracer.spec((4, 4)))
     with pytest.raises(ValueError, match="already has main_adjoint"):
-        autodiff.plan_checkpoints(step_of(mod), "1MiB")
+        make_plan(step_of(mod), "1MiB")  # plan_checkpoints takes it: test_readme.py
     with pytest.raises(KeyError, match="no function named 'nope'"):
         autodiff.plan_checkpoints(mod, "1MiB", func_name="nope")
 

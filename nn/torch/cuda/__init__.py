@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 
+from ir.cuda_hint import CudaUnavailableError, require_cupy
+
 from .. import hints as _hints
 from . import amp
 
@@ -40,9 +42,9 @@ def device_count() -> int:
 
 def _need(what: str):
     cupy = _cupy()
-    if cupy is None:
-        raise RuntimeError(f"torch.cuda.{what}: no GPU: CuPy is not installed or sees no device "
-                           "(pip install tracegrad[cuda]); torch.cuda.is_available() is False")
+    if cupy is None:  # the same CudaUnavailableError (a RuntimeError) and hint as device="cuda" everywhere
+        require_cupy(f"torch.cuda.{what} (no GPU)")
+        raise CudaUnavailableError(f"torch.cuda.{what}: CuPy sees no GPU; torch.cuda.is_available() is False")
     return cupy
 
 
