@@ -70,31 +70,40 @@ class MemoryProfile:
             lines.append(f"{v.name:<16}  {str(v.shape):<20}  {v.dtype:<8}  {size:>10}  {v.role:<9}  {v.source}")
         return "\n".join(lines)
 
-    def plot(self, path) -> None:
-        """Save a PNG of live bytes over the binding index: the backward's start marked, checkpoint
-        regions shaded, recomputations dotted. Needs matplotlib (`pip install "tracegrad[plot]"`)."""
+    def plot(self, path, title: str | None = None):
+        """Save a PNG of the live memory over the operations in the order they ran: the backward's start
+        marked, checkpoint regions shaded, recomputations dotted; the y axis in the unit of the peak's label
+        (KiB, MiB, ...). `title` defaults to the function's name and the peak. Returns the matplotlib
+        Figure. Needs matplotlib (`pip install "tracegrad[plot]"`)."""
         try:
             from matplotlib.figure import Figure
+            from matplotlib.ticker import MaxNLocator
         except ImportError:
             raise ImportError('MemoryProfile.plot needs matplotlib, which is not installed: '
                               'pip install "tracegrad[plot]" (or pip install matplotlib)') from None
         fig = Figure(figsize=(10, 4), layout="tight")
         ax = fig.add_subplot()
-        mib = [b / 2**20 for b in self.live_bytes]
-        ax.plot(range(len(mib)), mib, color="tab:blue", linewidth=1.2, label="live bytes")
+        unit, size = byte_unit(self.peak_bytes)
+        live = [b / size for b in self.live_bytes]
+        ax.plot(range(len(live)), live, color="tab:blue", linewidth=1.2, label="live memory")
         for k, (lo, hi) in enumerate(self.regions):
             ax.axvspan(lo - 0.5, hi + 0.5, color="tab:green", alpha=0.15, label="checkpoint region" if k == 0 else None)
         recomputed = [i for i, r in enumerate(self.roles) if r == "recompute"]
         if recomputed:
-            ax.scatter(recomputed, [mib[i] for i in recomputed], s=8, color="tab:orange", label="recomputed", zorder=3)
+            ax.scatter(recomputed, [live[i] for i in recomputed], s=8, color="tab:orange", label="recomputed", zorder=3)
         if self.backward_start is not None:
             ax.axvline(self.backward_start - 0.5, color="tab:red", linestyle="--", label="backward starts")
         peak = f"peak {format_bytes(self.peak_bytes)}"
-        ax.plot([self.peak_index], [mib[self.peak_index]], "v", color="black", label=peak)
-        ax.set_xlabel(f"binding of {self.fn_name} (0: arguments)")
-        ax.set_ylabel("live MiB")
+        ax.plot([self.peak_index], [live[self.peak_index]], "v", color="black", label=peak)
+        part = "forward and backward" if self.backward_start is not None else "forward only"
+        ax.set_title(title if title is not None else
+                     f"Memory over one call of {self.fn_name} ({part}): {peak} at operation {self.peak_index}")
+        ax.set_xlabel(f"operations of {self.fn_name} in the order they ran (0: only the inputs are held)")
+        ax.set_ylabel(f"memory held ({unit})")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # operations are counted, never halved
         ax.legend(loc="upper left", fontsize="small")
         fig.savefig(path, dpi=120)
+        return fig
 
 
 def memory_profile(mod: IRModule, fn_name: str, *arrays, device: str = "cpu") -> MemoryProfile:
@@ -310,12 +319,18 @@ def _constants(e) -> list[Constant]:
     return [c for child in children for c in _constants(child)]
 
 
-def format_bytes(n: int) -> str:
-    """Bytes in the largest binary unit that keeps the number at least 1: '1.50 MiB'."""
+def byte_unit(n: int) -> tuple[str, int]:
+    """The largest binary unit that keeps n at least 1, and its size: byte_unit(1536) == ("KiB", 1024)."""
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} B"
+            return unit, size
+    return "B", 1
+
+
+def format_bytes(n: int) -> str:
+    """Bytes in the largest binary unit that keeps the number at least 1: '1.50 MiB'."""
+    unit, size = byte_unit(n)
+    return f"{n} B" if size == 1 else f"{n / size:.2f} {unit}"
 
 
 def type_bytes(t) -> int:
