@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ir import Call, Tuple, Var, const
+from ir import Tuple, const
 
 from .registry import register_vjp
 
@@ -15,16 +15,11 @@ def _mT(b, x):
     return b.call("permute_dims", x, axes=tuple(range(n - 2)) + (n - 1, n - 2))
 
 
-def _given(b, g) -> list:
-    """The fields of a tuple gradient, None for the zeros the Gradient pass puts for an unused output: their
-    terms are left out, as torch leaves out an undefined gradient (they divide by S_j^2 - S_i^2, which is 0
-    at a repeated singular value, where the terms that remain are finite)."""
-    values = {bd.var: bd.value for bd in b.bindings}
-    inline = values.get(g) if isinstance(g, Var) else g
-    if not isinstance(inline, Tuple):
-        return [b.get_item(g, i) for i in range(len(g.type.fields))]
-    return [None if isinstance(f, Var) and isinstance(values.get(f), Call) and values[f].op == "zeros" else f
-            for f in inline.fields]
+def _fields(b, g) -> list:
+    """The fields of a tuple-valued gradient (an inline Tuple or a tuple var)."""
+    if isinstance(g, Tuple):
+        return list(g.fields)
+    return [b.get_item(g, i) for i in range(len(g.type.fields))]
 
 
 def _row(b, s):
@@ -39,38 +34,41 @@ def _skew(b, x):
     return b.call("subtract", x, _mT(b, x))
 
 
+def _over(b, x, d):
+    """x / d, 0 where d is 0 (a zero singular value: the unused-output case, where x is 0 too)."""
+    zero = b.call("equal", d, const(0.0, d.type.dtype))
+    safe = b.call("where", zero, const(1.0, d.type.dtype), d)
+    return b.call("where", zero, const(0.0, d.type.dtype), b.call("divide", x, safe))
+
+
 @register_vjp("linalg.svd")
 def svd_vjp(b, call, out, g):
-    """Forward: U, S, Vh = svd(A), A = U diag(S) Vh, E_ij = S_j^2 - S_i^2 (1 on the diagonal)
-    Backward: R = (skew(U^T gU) S_j + S_i skew(Vh gVh^T)) / E + diag(gS); dA = U R Vh (+ the m != n terms)"""
+    """Forward: U, S, Vh = svd(A), A = U diag(S) Vh, E_ij = S_j^2 - S_i^2
+    Backward: R = (skew(U^T gU) S_j + S_i skew(Vh gVh^T)) / E (0 at E = 0) + diag(gS); dA = U R Vh (+ m != n)"""
     a = call.args[0]
     *_, m, n = a.type.shape
-    u, s, vh = (b.get_item(out, i) for i in range(3))
-    gu, gs, gvh = _given(b, g)
+    # the factors again from A rather than out's fields: loss.backward() feeds a tuple's fields from its
+    # recording only where they lie on the loss's path (U unused there, say); CSE merges this with the forward
+    usv = b.call("linalg.svd", a)
+    u, s, vh = (b.get_item(usv, i) for i in range(3))
+    gu, gs, gvh = _fields(b, g)
     dtype, k = a.type.dtype, min(m, n)
     eye = const(np.eye(k, dtype=dtype), dtype)
-    ret = None
-    if gu is not None or gvh is not None:
-        s2 = b.call("multiply", s, s)
-        e = b.call("add", b.call("subtract", _row(b, s2), _col(b, s2)), eye)
-        if gu is not None:
-            ret = b.call("multiply", _skew(b, b.call("matmul", _mT(b, u), gu)), _row(b, s))
-        if gvh is not None:
-            term = b.call("multiply", _col(b, s), _skew(b, b.call("matmul", vh, _mT(b, gvh))))
-            ret = term if ret is None else b.call("add", ret, term)
-        ret = b.call("divide", ret, e)
-    if gs is not None:
-        diag = b.call("multiply", _col(b, gs), eye)
-        ret = diag if ret is None else b.call("add", ret, diag)
-    if ret is None:  # nothing reached the target through this svd
-        return [b.call("zeros", shape=a.type.shape, dtype=dtype)]
-    if m > n and gu is not None:  # gA = [U R + (I - U U^T) gU S^-1] Vh
-        gus = b.call("divide", gu, _row(b, s))
+    s2 = b.call("multiply", s, s)
+    e = b.call("subtract", _row(b, s2), _col(b, s2))  # E_ij = S_j^2 - S_i^2, 0 on the diagonal
+    ret = b.call("add", b.call("multiply", _skew(b, b.call("matmul", _mT(b, u), gu)), _row(b, s)),
+                 b.call("multiply", _col(b, s), _skew(b, b.call("matmul", vh, _mT(b, gvh)))))
+    # 0 where S_i = S_j (the diagonal, and a repeated singular value): the limit for a loss that does not
+    # depend on the choice of singular vectors, where its skew terms vanish; torch's 0 / 0 gives NaN there
+    ret = _over(b, ret, e)
+    ret = b.call("add", ret, b.call("multiply", _col(b, gs), eye))
+    if m > n:  # gA = [U R + (I - U U^T) gU S^-1] Vh
+        gus = _over(b, gu, _row(b, s))
         left = b.call("subtract", b.call("add", b.call("matmul", u, ret), gus),
                       b.call("matmul", u, b.call("matmul", _mT(b, u), gus)))
         return [b.call("matmul", left, vh)]
-    if m < n and gvh is not None:  # gA = U [R Vh + S^-1 gVh (I - V Vh)]
-        sgv = b.call("divide", gvh, _col(b, s))
+    if m < n:  # gA = U [R Vh + S^-1 gVh (I - V Vh)]
+        sgv = _over(b, gvh, _col(b, s))
         right = b.call("subtract", b.call("add", b.call("matmul", ret, vh), sgv),
                        b.call("matmul", b.call("matmul", sgv, _mT(b, vh)), vh))
         return [b.call("matmul", u, right)]
