@@ -161,6 +161,9 @@ __all__ += [
     "Fold", "PixelShuffle", "PixelUnshuffle", "Unfold", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d",
 ]
 __all__ += ["DataParallel"]
+from .unpool import MaxUnpool1d, MaxUnpool2d  # noqa: E402
+
+__all__ += ["MaxUnpool1d", "MaxUnpool2d"]
 
 
 def __getattr__(name: str):

@@ -327,6 +327,9 @@ __all__ += ["adaptive_max_pool1d", "adaptive_max_pool2d", "avg_pool1d", "conv1d"
             "conv_transpose2d", "conv_transpose3d", "max_pool1d", "pad"]
 __all__ += [n for n in _resample if n[0].islower()]
 
+from .unpool import max_unpool1d, max_unpool2d  # noqa: E402
+
+__all__ += ["max_unpool1d", "max_unpool2d"]
 
 def __getattr__(name: str):
     """A torch.nn.functional name tracegrad lacks: an AttributeError naming it and the nearest tracegrad
