@@ -15,7 +15,7 @@ import numpy as np
 import tracer
 from tracer.tensor import Tensor, apply
 
-from . import init
+from . import init, layer_errors
 from .module import Module, Parameter, check_input
 from .parameter import factory_dtype  # one rule for every layer (np.float64, torch.float64 too)
 
@@ -247,11 +247,15 @@ class _ConvNd(Module):
     def forward(self, input):
         x = check_input(self, input, self.weight.dtype)
         fn = (conv1d, conv2d, conv3d)[self._nd - 1]
-        if self.padding_mode == "zeros":
-            return fn(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-        pads = [w for pair in reversed(self._pairs) for w in pair]
-        return fn(tracer.pad(x, pads, mode=self.padding_mode), self.weight, self.bias, self.stride, 0, self.dilation,
-                  self.groups)
+        try:
+            if self.padding_mode == "zeros":
+                return fn(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+            pads = [w for pair in reversed(self._pairs) for w in pair]
+            return fn(tracer.pad(x, pads, mode=self.padding_mode), self.weight, self.bias, self.stride, 0,
+                      self.dilation, self.groups)
+        except (ValueError, RuntimeError) as e:
+            layer_errors.check_conv(self, x.shape, e)  # raises the error in the layer's words when it sees why
+            raise
 
 
 class Conv1d(_ConvNd):
@@ -323,8 +327,12 @@ class _ConvTransposeNd(_ConvNd):
     def forward(self, input, output_size=None):
         x = check_input(self, input, self.weight.dtype)
         fn = (conv_transpose1d, conv_transpose2d, conv_transpose3d)[self._nd - 1]
-        return fn(x, self.weight, self.bias, self.stride, self.padding, self._output_padding(x, output_size),
-                  self.groups, self.dilation)
+        try:
+            return fn(x, self.weight, self.bias, self.stride, self.padding, self._output_padding(x, output_size),
+                      self.groups, self.dilation)
+        except (ValueError, RuntimeError) as e:
+            layer_errors.check_conv(self, x.shape, e)
+            raise
 
 
 class ConvTranspose1d(_ConvTransposeNd):

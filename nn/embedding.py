@@ -24,7 +24,7 @@ import tracer
 from tracer import Tensor
 from tracer.tensor import apply
 
-from . import init
+from . import init, layer_errors
 from .module import Module, Parameter
 from .parameter import factory_dtype, place
 
@@ -140,8 +140,12 @@ class Embedding(Module):
                    _weight=embeddings, _freeze=freeze)
 
     def forward(self, input):  # noqa: A002
-        return embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
-                         self.scale_grad_by_freq, self.sparse, _what=repr(self))
+        try:
+            return embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                             self.scale_grad_by_freq, self.sparse, _what=repr(self))
+        except TypeError as e:
+            layer_errors.check_embedding(self, input, e)  # raises the error in the layer's words when it sees why
+            raise
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"

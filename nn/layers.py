@@ -8,7 +8,7 @@ import numpy as np
 import tracer
 
 from . import functional as F
-from . import init
+from . import init, layer_errors
 from .containers import ModuleList, Sequential  # noqa: F401  (their home before nn/containers.py)
 from .module import Module, Parameter, check_input, factory_dtype, place
 
@@ -44,7 +44,12 @@ class Linear(Module):
         place(self, device)
 
     def forward(self, x):
-        return F.linear(check_input(self, x, self.weight.dtype), self.weight, self.bias)
+        x = check_input(self, x, self.weight.dtype)
+        try:
+            return F.linear(x, self.weight, self.bias)
+        except (ValueError, RuntimeError) as e:
+            layer_errors.check_linear(self, x.shape, e)  # raises the error in the layer's words when it sees why
+            raise
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -105,8 +110,7 @@ class LayerNorm(Module):
         x = check_input(self, x, self._dtype)
         k = len(self.normalized_shape)
         if x.shape[x.ndim - k:] != self.normalized_shape or x.ndim < k:
-            raise ValueError(f"{self!r}: expected the last axes of x to be {self.normalized_shape}, got x of shape "
-                             f"{x.shape}")
+            raise layer_errors.layer_norm_error(self, x.shape)
         if k == 1:
             return F.layer_norm(x, self.weight, self.bias, eps=self.eps)
         y = F.layer_norm(tracer.reshape(x, x.shape[:x.ndim - k] + (self.dim,)), eps=self.eps)

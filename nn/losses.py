@@ -11,6 +11,7 @@ from __future__ import annotations
 import tracer
 
 from . import functional as F
+from .layer_errors import check_class_loss, check_pair_loss, explained
 from .module import Module
 
 
@@ -36,6 +37,7 @@ class CrossEntropyLoss(_Loss):
         super().__init__(reduction)
         self.weight, self.ignore_index, self.label_smoothing = _optional_tensor(weight), ignore_index, label_smoothing
 
+    @explained(check_class_loss)
     def forward(self, input, target):
         return F.cross_entropy(input, target, ignore_index=self.ignore_index, reduction=self.reduction,
                                weight=self.weight, label_smoothing=self.label_smoothing)
@@ -48,6 +50,7 @@ class NLLLoss(_Loss):
         super().__init__(reduction)
         self.weight, self.ignore_index = _optional_tensor(weight), ignore_index
 
+    @explained(check_class_loss)
     def forward(self, input, target):
         return F.nll_loss(input, target, ignore_index=self.ignore_index, reduction=self.reduction, weight=self.weight)
 
@@ -55,6 +58,7 @@ class NLLLoss(_Loss):
 class MSELoss(_Loss):
     """Squared error, reduced."""
 
+    @explained(check_pair_loss)
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
 
@@ -62,6 +66,7 @@ class MSELoss(_Loss):
 class L1Loss(_Loss):
     """Absolute error, reduced."""
 
+    @explained(check_pair_loss)
     def forward(self, input, target):
         return F.l1_loss(input, target, reduction=self.reduction)
 
@@ -73,6 +78,7 @@ class SmoothL1Loss(_Loss):
         super().__init__(reduction)
         self.beta = beta
 
+    @explained(check_pair_loss)
     def forward(self, input, target):
         return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
 
@@ -84,6 +90,7 @@ class HuberLoss(_Loss):
         super().__init__(reduction)
         self.delta = delta
 
+    @explained(check_pair_loss)
     def forward(self, input, target):
         return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
 
@@ -95,6 +102,7 @@ class BCEWithLogitsLoss(_Loss):
         super().__init__(reduction)
         self.weight, self.pos_weight = _optional_tensor(weight), _optional_tensor(pos_weight)
 
+    @explained(check_pair_loss)
     def forward(self, input, target):
         return F.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
                                                   pos_weight=self.pos_weight)
@@ -107,6 +115,7 @@ class BCELoss(_Loss):
         super().__init__(reduction)
         self.weight = _optional_tensor(weight)
 
+    @explained(check_pair_loss)
     def forward(self, input, target):
         return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
 
@@ -118,6 +127,7 @@ class KLDivLoss(_Loss):
         super().__init__(reduction)
         self.log_target = log_target
 
+    @explained(check_pair_loss)
     def forward(self, input, target):
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
 

@@ -11,7 +11,7 @@ from tracer.capture import MISSING
 from tracer.device import is_device, move, parse
 from tracer.trace import add_trace_hooks, note_read, note_write
 
-from . import module_state
+from . import layer_errors, module_state
 from .hooks import add_hook, call_with_hooks
 from .module_state import IncompatibleKeys, StateDictError  # noqa: F401  (their home before)
 from .parameter import Parameter, factory_dtype, place  # noqa: F401  (re-exported: layers import them from here)
@@ -68,9 +68,13 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         hooks = self._hooks
-        if hooks is None:
-            return self.forward(*args, **kwargs)
-        return call_with_hooks(self, hooks, args, kwargs)
+        try:  # free when nothing raises (Python 3.11); a layer's error gains its path in the model on the way out
+            if hooks is None:
+                return self.forward(*args, **kwargs)
+            return call_with_hooks(self, hooks, args, kwargs)
+        except Exception as exc:
+            layer_errors.escaped(exc, self)
+            raise
 
     # ------------------------------------------------------------ hooks
     def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False):

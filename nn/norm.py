@@ -12,6 +12,7 @@ import numpy as np
 
 import tracer
 
+from . import layer_errors
 from . import norm_functional as NF
 from .module import Module, Parameter, check_input
 from .parameter import factory_dtype, place  # one rule for every layer (np.float64, torch.float64 too)
@@ -94,9 +95,7 @@ class _BatchNorm(_NormBase):
     def forward(self, x):
         x = check_input(self, x, self._dtype)
         if x.ndim not in self._ndims or x.shape[1] != self.num_features:
-            wanted = " or ".join(f"{n}-d" for n in self._ndims)
-            raise ValueError(f"{type(self).__name__}: expected {wanted} input with {self.num_features} channels on "
-                             f"axis 1, got shape {x.shape}")
+            raise layer_errors.batch_norm_error(self, x.shape)
         momentum = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
             self.num_batches_tracked.copy_(self.num_batches_tracked + 1)
