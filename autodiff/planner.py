@@ -4,7 +4,7 @@ A plan is a set of checkpoint regions over the forward function's bindings, writ
 `grad.start_checkpoint` / `grad.end_checkpoint` markers, so it prints and differentiates like regions a
 person placed. Each candidate is differentiated, cleaned up and optimized as the real step is (so the
 optimizer's own recomputation of activations is counted), and its peak
-is worked out by `ir.memory.estimate_peak_bytes`, which replays the executor's freeing rules on the
+is worked out by `ir.runtime.memory.estimate_peak_bytes`, which replays the executor's freeing rules on the
 types (milliseconds, no arrays). The chosen plan is then run once on the executor (on zeros of the
 parameters' types; bytes depend only on shapes and dtypes): its exact `stats.peak_bytes` is what is
 compared with the budget, and where the estimate was low the search runs again below it; a
@@ -45,8 +45,8 @@ import numpy as np
 
 import ir
 from ir import Block, Call, Function, IRModule, Var, free_vars, substitute
-from ir.memory import estimate_peak_bytes, format_bytes, type_bytes, zeros_for
 from ir.nodes import role_of
+from ir.runtime.memory import estimate_peak_bytes, format_bytes, type_bytes, zeros_for
 from tracer.trace import insert_checkpoint_markers
 
 from .gradient import Gradient
@@ -217,7 +217,7 @@ def make_plan(mod: IRModule, budget, *, func_name: str = "main", require_grads=N
 
 
 class _Search:
-    """Candidate plans, each differentiated and its peak worked out by `ir.memory.estimate_peak_bytes`
+    """Candidate plans, each differentiated and its peak worked out by `ir.runtime.memory.estimate_peak_bytes`
     (cheap); `verify` runs one on the executor for the exact number."""
 
     def __init__(self, mod: IRModule, func_name: str, require_grads, target_index: int, device: str):
