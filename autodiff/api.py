@@ -23,7 +23,7 @@ import numpy as np
 
 import ir
 from ir import Executor, IRModule, substitute
-from ir.executor import buffer_owner
+from ir.runtime.executor import buffer_owner
 from ir.transform.base import paused_gc
 from tracer import Tensor
 from tracer.capture import Sources, locate
@@ -145,7 +145,7 @@ class _GradFunction:
         if self.last is None:
             raise RuntimeError("no call yet: memory_profile() describes the step the last call ran")
         mod, ex = self.last.mod, self.last.executor
-        arrays = [ir.memory.zeros_for(ex.xp, p.type) for p in mod["main_adjoint"].params]
+        arrays = [ir.runtime.memory.zeros_for(ex.xp, p.type) for p in mod["main_adjoint"].params]
         return ir.memory_profile(mod, "main_adjoint", *arrays, device=ex.device)
 
     def __call__(self, *args, **kwargs):

@@ -44,7 +44,7 @@ from benchmarks.checkpoint_memory import (  # noqa: E402
     torch_memory,
     torch_step,
 )
-from ir.memory import format_bytes  # noqa: E402
+from ir.runtime.memory import format_bytes  # noqa: E402
 from ir.nodes import role_of  # noqa: E402
 
 FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)

@@ -15,7 +15,7 @@ with its traceback and the next part runs; the whole run keeps to --time-limit, 
 1. environment: Python, NumPy, CuPy and CUDA versions, the GPU's name and memory, torch and its CUDA;
 2. op_cases: every row of the op-case table (tests/cases), forward and gradient, on the device against NumPy
    (the tolerances of tests/test_cuda.py), then the gradients again with elementwise fusion on (one generated
-   kernel per fused chain, ir/ops/fused_cuda.py); pass/fail counts, failing rows with their max errors;
+   kernel per fused chain, ir/runtime/fused_cuda.py); pass/fail counts, failing rows with their max errors;
 3. pytest: `pytest tests/test_cuda.py tests/nn/test_distributed_nccl.py` in a subprocess, its counts;
 4. training: 20 steps (5 with --small) of the digits CNN and of the sorting GPT (examples/) on the device and on
    the CPU from the same initial weights and batches: the largest differences of the losses and final parameters;
@@ -156,7 +156,7 @@ def _small_chains_fused(on: bool):
 
 
 def op_cases(ctx: Context, deadline: float) -> dict:
-    from ir.ops import fused_cuda
+    from ir.runtime import fused_cuda
     from ir.transform.fuse import fusion
     from tests.cases import all_cases
     from tests.devices import forward_on_both, gradients_on_both

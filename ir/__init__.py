@@ -3,8 +3,6 @@ __tracegrad__ = True  # the marker ir/siblings.py looks for in each of tracegrad
 from . import ops, siblings, transform  # siblings: tracer, autodiff, nn checked at the end
 from .builder import Builder, as_expr, const
 from .dot import render, to_dot
-from .executor import Executor, Stats
-from .memory import MemoryProfile, memory_profile
 from .nodes import (
                     Binding,
                     Block,
@@ -23,6 +21,7 @@ from .nodes import (
 from .ops import OPS, get_op, make_call
 from .parser import parse
 from .printer import print_function, print_module
+from .runtime import Executor, MemoryProfile, Stats, memory_profile
 from .structural import structural_equal
 from .types import DTYPES, FLOAT_DTYPES, IRError, TensorType, TupleType, Type
 from .verifier import verify
@@ -31,7 +30,7 @@ __all__ = [
     "Binding", "Block", "Builder", "Call", "Constant", "DTYPES", "Executor", "Expr", "FLOAT_DTYPES",
     "Function", "IRError", "IRModule", "MemoryProfile", "OPS", "Source", "Stats", "TensorType", "Tuple",
     "TupleGetItem", "TupleType", "Type", "Var", "as_expr", "const", "free_vars", "get_op", "make_call",
-    "memory_profile", "ops", "parse", "print_function", "print_module", "render", "structural_equal",
+    "memory_profile", "ops", "parse", "print_function", "print_module", "render", "runtime", "structural_equal",
     "substitute", "to_dot", "transform", "verify",
 ]
 

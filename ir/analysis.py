@@ -1,7 +1,7 @@
 """Analyses shared by passes: uses of vars, and which values lie inside checkpoint regions."""
 from __future__ import annotations
 
-from .nodes import Binding, Call, Var, free_vars
+from .nodes import Binding, Call, Function, Var, free_vars
 
 
 def checkpoint_interior(bindings: list[Binding]) -> set[Var]:
@@ -31,3 +31,21 @@ def checkpoint_interior(bindings: list[Binding]) -> set[Var]:
                 interior.add(b.var)
     return interior
 
+
+def checkpoint_regions(fn: Function) -> list[tuple[int, int]]:
+    """Each checkpoint region of fn as (first, last) point indices (binding index + 1), markers included."""
+    regions, start, closing = [], None, False
+    for i, b in enumerate(fn.bindings):
+        op = b.value.op if isinstance(b.value, Call) else None
+        if op == "grad.start_checkpoint" and (start is None or closing):
+            if start is not None:
+                regions.append((start + 1, i))
+            start, closing = i, False
+        elif op == "grad.end_checkpoint" and start is not None:
+            closing = True
+        elif closing:
+            regions.append((start + 1, i))
+            start, closing = None, False
+    if start is not None and closing:
+        regions.append((start + 1, len(fn.bindings)))
+    return regions

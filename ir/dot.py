@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 
-from .memory import checkpoint_regions
+from .analysis import checkpoint_regions
 from .nodes import Call, Constant, IRModule, Tuple, TupleGetItem, free_vars, role_of
 from .printer import assign_names
 from .types import TensorType

@@ -8,7 +8,7 @@ NumPy computes underneath; on top sit the CuPy rules those branches depend on:
 - `cuda.runtime.getDeviceCount()` reports the GPUs, or raises CUDARuntimeError when there are none;
 - `ElementwiseKernel`, whose CUDA body is run by
   reading it as Python (tracegrad's generated bodies are written in the common subset of both, see
-  ir/ops/fused_cuda.py), so a wrong generated body gives wrong values here.
+  ir/runtime/fused_cuda.py), so a wrong generated body gives wrong values here.
 `COUNTS` counts device-to-host copies ("get"), ufunc.at scatters ("add.at") and kernel launches, so tests
 can say a path never left the device.
 

@@ -236,7 +236,7 @@ def test_a_training_step_on_the_device_never_copies_to_the_host(cp):
 # ---------------------------------------------------------------- fused chains: one generated kernel
 
 def test_a_fused_step_on_the_device_launches_generated_kernels(cp, monkeypatch):
-    from ir.ops import fused_cuda
+    from ir.runtime import fused_cuda
     from ir.transform import fuse
     from ir.transform.fuse import fusion
     monkeypatch.setattr(fuse, "MIN_ELEMENTS", 0, raising=False)  # fuse small chains too (a CUDA launch pays)

@@ -1,4 +1,4 @@
-"""ir/ops/fused_cuda.py: the CUDA source of fused chains, checked on a CPU.
+"""ir/runtime/fused_cuda.py: the CUDA source of fused chains, checked on a CPU.
 
 The fake CuPy (tests/fake_cupy.py) runs a generated body as Python over NumPy, so each op's C formula
 is compared here with the op's own NumPy kernel, on values that include 0, -0.0, large magnitudes,
@@ -6,7 +6,7 @@ infinities and NaN. tests/test_cuda.py and benchmarks/gpu_check.py run the real 
 import numpy as np
 import pytest
 
-from ir.ops import fused_cuda
+from ir.runtime import fused_cuda
 from ir.ops.fused import Const, Leaf, Node, evaluate_unfused, expr_text
 from ir.transform.fuse import ELEMENTWISE
 from tests import fake_cupy

@@ -21,7 +21,7 @@ from __future__ import annotations
 import weakref
 
 from ir import Builder, Call, TensorType, Tuple, Var
-from ir.executor import buffer_owner
+from ir.runtime.executor import buffer_owner
 
 from .grad_mode import (  # noqa: F401  (torch.autograd's names, here too)
     enable_grad,

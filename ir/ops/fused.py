@@ -5,37 +5,23 @@ own names: inputs are `x0, x1, ...`, scalar constants `const(0.5, "float32")`, a
 
     R.fused((x, y), expr='multiply(nn.relu(x0), add(x1, const(1.0, "float32")))')
 
-Each sub-op keeps its own inference (so errors name it) and its own kernel. On NumPy a chain runs as
-a program made once per input signature (`_program`): NumPy's own ufuncs, heaviest argument first,
-each writing through `out=` into a temporary the chain owns and no longer needs, so n ops allocate as
-many arrays as the chain holds at once (two for tanh-GELU's VJP) and the values equal the unfused
-path bit for bit. numexpr (the `fast` extra) can run a chain of arithmetic, comparisons and where as
-one pass when `USE_NUMEXPR` is set: off by default, since without Intel's VML it measured 2-4x slower
-than the NumPy program on every chain of the GPT step here, at one thread or two (docs/benchmarks.md).
-On CuPy see `_fused_kernel`. `ir.transform.FuseElementwise` makes these bindings; `ir.transform.Unfuse`
-expands them again (the Gradient pass does, so a fused module differentiates).
+Each sub-op keeps its own inference (so errors name it) and its own kernel. This module is the op as
+IR: the expression's grammar, its inference, and the reference kernel (the chain op by op at full
+size, the value every faster path equals). The runtime (`ir.runtime.fused_cpu`, `ir.runtime.fused_cuda`)
+installs the kernels that run a chain without full-size temporaries. `ir.transform.FuseElementwise`
+makes these bindings; `ir.transform.Unfuse` expands them again (the Gradient pass does, so a fused
+module differentiates).
 """
 from __future__ import annotations
 
 import ast
 import functools
 import math
-from typing import NamedTuple
 
 import numpy as np
 
 from ..types import IRError, TensorType
-from .elementwise import _where
 from .registry import Attr, declare, get_op, normalize_attrs
-
-try:  # optional: the `fast` extra
-    import numexpr
-except ImportError:  # pragma: no cover - depends on the environment
-    numexpr = None
-
-# numexpr: off by default (see above); when on, it runs a chain only from SMALL elements and two threads
-USE_NUMEXPR = False
-SMALL = 1 << 15
 
 
 class Node:
@@ -179,245 +165,11 @@ def evaluate_unfused(xp, expr: str, xs):
     return xp.asarray(_evaluate(xp, parse_expr(expr), list(xs)))
 
 
-# sub-ops whose kernel is exactly this NumPy ufunc when the result is floating (or, for comparisons, bool)
-_UFUNC_OPS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.true_divide,
-              "power": np.power, "maximum": np.maximum, "minimum": np.minimum, "negative": np.negative,
-              "abs": np.absolute, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
-              "tanh": np.tanh}
-_COMPARE_OPS = {"less": np.less, "less_equal": np.less_equal, "greater": np.greater,
-                "greater_equal": np.greater_equal, "equal": np.equal, "not_equal": np.not_equal}
+def _reference_kernel(xp, xs, expr):
+    out = evaluate_unfused(xp, expr, xs)
+    # a buffer of its own (as ir.runtime.reuse's FRESH ops), never (a view of) an input
+    return out.copy() if xp is np and any(np.may_share_memory(out, x) for x in xs) else out
 
 
-_WHERE_LARGE = functools.partial(_where, np)
-
-
-def _need(node) -> int:
-    """Temporaries a subtree holds at once when its heaviest argument goes first (Sethi-Ullman)."""
-    if not isinstance(node, Node):
-        return 0
-    needs = sorted((_need(a) for a in node.args), reverse=True)
-    return max([1] + [n + i for i, n in enumerate(needs)])
-
-
-class _Program(NamedTuple):
-    steps: tuple | None  # None: a 0-d chain, evaluated op by op
-    fresh: bool  # the last step is a ufunc: its result is a buffer of the chain's own, never an input's
-    n_registers: int
-    constants: tuple
-    result: int
-    shape: tuple
-    numexpr: tuple | None  # (text, constants) where numexpr can run the whole chain
-    dtype: str
-    run: object = None  # the steps as one generated Python function of the input tuple
-
-
-@functools.lru_cache(maxsize=4096)
-def _program(expr: str, inputs: tuple, donated: int = -1) -> _Program:
-    """How to run the chain on inputs of these (shape, NumPy dtype), made once per signature; input
-    `donated` (read once in expr) dies here, so its buffer is one of the chain's own temporaries.
-
-    Registers 0..n-1 hold the inputs, then the scalar constants, then temporaries the chain owns.
-    A step is (callable, argument registers, out register or -1, attrs, destination register): a
-    ufunc writes into a temporary that dies there (an argument's or a freed one of the same shape and
-    dtype) through `out=`, everything else calls the sub-op's kernel into a new temporary. Arguments
-    are evaluated heaviest first, so the chain holds as few temporaries as a tree allows; the order of
-    evaluation changes no value (each sub-op is the same ufunc or kernel as unfused)."""
-    types = [TensorType(shape, np.dtype(dtype).name) for shape, dtype in inputs]
-    shape = np.broadcast_shapes(*(t.shape for t in types))
-    ne = None
-    if math.prod(shape) >= SMALL and all(t.dtype in _NE_DTYPES for t in types):
-        ne = _numexpr_plan(expr)
-    dtype = _types(parse_expr(expr), types).dtype
-    if not shape:
-        return _Program(None, False, 0, (), 0, shape, ne, dtype)
-    consts: list = []
-    steps: list = []
-    meta: dict[int, TensorType] = {}  # temporary register -> its type
-    free: list[int] = []
-    n = [len(types)]
-
-    def const_reg(c):
-        consts.append(c.array())
-        return -len(consts)  # renumbered once the constants are counted
-
-    def visit(node):
-        if isinstance(node, Leaf):
-            if node.index == donated:
-                meta[donated] = types[donated]
-            return node.index, types[node.index], node.index == donated
-        if isinstance(node, Const):
-            return const_reg(node), TensorType((), node.dtype), False
-        order = sorted(range(len(node.args)), key=lambda k: -_need(node.args[k]))
-        done = {k: visit(node.args[k]) for k in order}
-        args = [done[k] for k in range(len(node.args))]
-        op = get_op(node.op)
-        t = op.infer(op, [a[1] for a in args], **node.attrs)
-        ufunc = _UFUNC_OPS.get(node.op) if t.dtype in ("float32", "float64", "float16") else None
-        if ufunc is not None and any(a[1].dtype != t.dtype for a in args):
-            ufunc = None
-        if ufunc is None and t.dtype == "bool":
-            ufunc = _COMPARE_OPS.get(node.op)
-        owned = [a[0] for a in args if a[2]]
-        out = -1
-        if ufunc is not None and t.shape:  # a 0-d result may be a NumPy scalar: never an `out=`
-            out = next((r for r in owned if meta[r] == t), -1)
-            if out < 0:
-                out = next((r for r in free if meta[r] == t), -1)
-                if out >= 0:
-                    free.remove(out)
-        if out >= 0:
-            dest = out
-            steps.append((ufunc, [a[0] for a in args], out, None, dest))
-        else:
-            dest = next((r for r in free if meta[r] == t), None)  # the kernel allocates; the register is reused
-            if dest is None:
-                dest = n[0]
-                n[0] += 1
-            else:
-                free.remove(dest)
-            if node.op == "where":  # the kernel's own choice, made once: its dtype.name costs 10 us a call
-                ufunc = np.where if max(math.prod(a[1].shape) for a in args) < 4096 else _WHERE_LARGE
-            if ufunc is not None:  # a new array from the ufunc itself: what the kernel computes, one call less
-                steps.append((ufunc, [a[0] for a in args], -2, None, dest))
-            else:
-                steps.append((op.kernel, [a[0] for a in args], -1, node.attrs, dest))
-        meta[dest] = t
-        free.extend(r for r in owned if r != dest)
-        return dest, t, True
-
-    result, _, _ = visit(parse_expr(expr))
-    base = n[0]  # constants go after the temporaries: register base + k for constant k
-
-    def fix(r):
-        return base + (-r - 1) if r < 0 else r
-    steps = tuple((fn, tuple(fix(r) for r in args), out, attrs, dest) for fn, args, out, attrs, dest in steps)
-    run = _generate(steps, len(types), base, tuple(consts), result)
-    return _Program(steps, steps[-1][2] != -1, base + len(consts), tuple(consts), result, shape, ne, dtype, run)
-
-
-def _generate(steps, n_inputs, base, consts, result):
-    """The steps as one straight-line Python function of the input tuple (a loop over the steps costs
-    about 1.7 us a step more: as much as a small ufunc call)."""
-    def name(r):
-        return f"x{r}" if r < n_inputs else f"c{r - base}" if r >= base else f"t{r}"
-    ns = {"np": np, **{f"c{k}": c for k, c in enumerate(consts)}}
-    lines = [f"def run(xs):\n    {''.join(f'x{i}, ' for i in range(n_inputs))}= xs"]
-    for k, (fn, args, out, attrs, dest) in enumerate(steps):
-        ns[f"f{k}"] = fn
-        operands = ", ".join(name(a) for a in args)
-        if out >= 0:
-            lines.append(f"    {name(dest)} = f{k}({operands}, out={name(out)})")
-        elif out == -2:
-            lines.append(f"    {name(dest)} = f{k}({operands})")
-        else:
-            ns[f"a{k}"] = attrs
-            lines.append(f"    {name(dest)} = f{k}(np, {operands}{f', **a{k}' if attrs else ''})")
-    lines.append(f"    return {name(result)}")
-    exec(compile("\n".join(lines) + "\n", "<tracegrad fused>", "exec"), ns)  # noqa: S102 - made from the IR above
-    return ns["run"]
-
-
-def _run_program(prog: _Program, xs):
-    """The chain through NumPy on a program of in-place ufuncs (see `_program`): n ops allocate about
-    as many arrays as the chain holds at once, and the values equal the unfused path bit for bit."""
-    return prog.run(xs)
-
-
-_NE = {"add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})", "divide": "({0} / {1})",
-       "negative": "(-{0})", "abs": "abs({0})", "sqrt": "sqrt({0})",
-       "rsqrt": "(1 / sqrt({0}))",
-       "maximum": "where(({0} >= {1}) | ({0} != {0}), {0}, {1})",
-       "minimum": "where(({0} <= {1}) | ({0} != {0}), {0}, {1})",
-       "nn.relu": "where({0} < 0, 0, {0})",
-       "less": "({0} < {1})", "less_equal": "({0} <= {1})", "greater": "({0} > {1})",
-       "greater_equal": "({0} >= {1})", "equal": "({0} == {1})", "not_equal": "({0} != {1})",
-       "where": "where({0}, {1}, {2})"}
-_NE_DTYPES = {"float32", "float64", "bool"}
-
-
-def _numexpr_text(node, consts):
-    """The chain in numexpr's syntax; None when a sub-op has no numexpr form."""
-    if isinstance(node, Leaf):
-        return f"x{node.index}"
-    if isinstance(node, Const):
-        if node.dtype not in _NE_DTYPES:
-            return None
-        consts[f"c{len(consts)}"] = node.array()  # a 0-d array keeps its dtype (a literal would be float64)
-        return f"c{len(consts) - 1}"
-    form = _NE.get(node.op)
-    if form is None:
-        return None
-    args = [_numexpr_text(a, consts) for a in node.args]
-    return None if None in args else form.format(*args)
-
-
-def leaf_count(expr: str, index: int) -> int:
-    """How many times the chain reads input `index` (a buffer read once can be written once read)."""
-    def count(node):
-        if isinstance(node, Leaf):
-            return int(node.index == index)
-        return sum(count(a) for a in node.args) if isinstance(node, Node) else 0
-    return count(parse_expr(expr))
-
-
-def into(expr: str, k: int):
-    """`run(xs)`: the chain on NumPy arrays, free to overwrite input k, which dies at the fused binding
-    (ir.reuse.plan_fused_reuse decides which; expr reads it once). The result is a buffer of its own
-    or input k's, never another input's; a chain whose input dies there allocates one array less.
-
-    >>> import numpy as np
-    >>> x, y = np.arange(3.0), np.ones(3)
-    >>> r = into("exp(add(x0, x1))", 0)((x, y))
-    >>> r is x, np.allclose(r, np.exp(np.arange(3.0) + 1))
-    (True, True)
-    """
-    return functools.partial(_run_into, expr=expr, k=k)
-
-
-def _run_into(xs, expr, k):
-    prog = _program(expr, tuple([(x.shape, x.dtype) for x in xs]), k)
-    if prog.steps is None:
-        result = np.asarray(_evaluate(np, parse_expr(expr), list(xs)))
-    else:
-        result = np.asarray(_run_program(prog, xs))
-    if any(np.may_share_memory(result, x) for i, x in enumerate(xs) if i != k):
-        return np.array(result)
-    return result
-
-
-@functools.lru_cache(maxsize=4096)
-def _numexpr_plan(expr: str):
-    if numexpr is None:
-        return None
-    consts: dict = {}
-    text = _numexpr_text(parse_expr(expr), consts)
-    return None if text is None else (text, consts)
-
-
-def _fused_kernel(xp, xs, expr):
-    node = parse_expr(expr)
-    if xp is not np:  # CuPy: one generated ElementwiseKernel launch (ir/ops/fused_cuda.py), else op by op
-        from .fused_cuda import run
-
-        out = run(xp, xs, expr)
-        return out if out is not None else xp.asarray(_evaluate(xp, node, list(xs)))
-    prog = _program(expr, tuple([(x.shape, x.dtype) for x in xs]))  # dtype.name costs 10 us: not per call
-    if prog.steps is None:  # 0-d: kernels may give NumPy scalars
-        out = np.asarray(_evaluate(xp, node, list(xs)))
-    elif USE_NUMEXPR and prog.numexpr is not None and numexpr.get_num_threads() > 1:
-        text, consts = prog.numexpr
-        out = np.empty(prog.shape, prog.dtype)
-        numexpr.evaluate(text, local_dict={**{f"x{i}": x for i, x in enumerate(xs)}, **consts}, out=out,
-                         casting="same_kind")
-        return out
-    else:
-        out = _run_program(prog, xs)
-        if prog.fresh:
-            return out
-        out = np.asarray(out)
-    # always a buffer of its own (as ir.reuse's FRESH ops), never (a view of) an input a kernel handed back
-    return out.copy() if any(np.may_share_memory(out, x) for x in xs) else out
-
-
-declare("fused", ("*tensors",), (Attr("expr", "str"),), infer=_infer, kernel=_fused_kernel, differentiable=False,
-        doc="A chain of elementwise ops evaluated as one (made by ir.transform.FuseElementwise).")
+declare("fused", ("*tensors",), (Attr("expr", "str"),), infer=_infer, kernel=_reference_kernel,
+        differentiable=False, doc="A chain of elementwise ops evaluated as one (made by ir.transform.FuseElementwise).")

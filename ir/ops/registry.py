@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -66,6 +66,14 @@ def declare(name: str, inputs=("x",), attrs=(), *, infer, kernel, differentiable
     op = Op(name, tuple(inputs), tuple(attrs), infer, kernel, differentiable, doc, dict(fixed or {}))
     OPS[name] = op
     return op
+
+
+def provide_kernel(name: str, kernel) -> None:
+    """Install a faster kernel for an op declared with a reference one (the runtime's fused chains).
+
+    The op's signature, inference and meaning stay as declared; bindings name ops by name, so every
+    later call uses the new kernel."""
+    OPS[name] = replace(get_op(name), kernel=kernel)
 
 
 def get_op(name: str) -> Op:

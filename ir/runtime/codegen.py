@@ -17,15 +17,13 @@ def main(v0):
     del v1
     return u(v2)
 
-On NumPy most kernels are specialized to their binding's types (ir.ops.specialize: here `np.exp` and
+On NumPy most kernels are specialized to their binding's types (ir.runtime.specialize: here `np.exp` and
 `np.add.reduce` over axis 0) and take the arrays alone; the others are called as `k(xp, *arrays, **attrs)`.
 """
 from __future__ import annotations
 
-from .types import TensorType
-
-# instruction kinds, as the executor numbers them
-CALL, TUPLE, GETITEM, ALIAS, SPEC = range(5)
+from ..types import TensorType
+from .instructions import CALL, GETITEM, SPEC, TUPLE
 
 
 def generate(compiled) -> tuple[str, object]:
@@ -46,7 +44,7 @@ def generate(compiled) -> tuple[str, object]:
             ns[f"k{out}"] = reuse[0] if reuse is not None else fn
             into = f", out=v{reuse[1]}" if reuse is not None else ""
             sid = compiled.storage.get(i)
-            if sid is not None:  # planned storage (ir.storage): an array kept between calls
+            if sid is not None:  # planned storage (ir.runtime.storage): an array kept between calls
                 into = f", out=b{sid}"
             lines.append(f"    v{out} = k{out}({operands}{into})")
         elif kind == CALL:
@@ -84,7 +82,7 @@ def generate(compiled) -> tuple[str, object]:
 
 
 def _storage_pool(compiled, ns, lines) -> None:
-    """Planned storage (ir.storage) comes from a pool of array sets: a call takes one (a new one when the
+    """Planned storage (ir.runtime.storage) comes from a pool of array sets: a call takes one (a new one when the
     pool is empty) and puts it back before it returns, so calls in turn reuse one set and calls running at
     the same time (threads: NumPy releases the GIL in its kernels) never write into each other's arrays.
     Returned values are never planned storage, so giving the set back before the return is safe."""

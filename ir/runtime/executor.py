@@ -1,12 +1,12 @@
 """Runs IR functions on NumPy or CuPy.
 
 Each function is compiled once into a flat list of instructions with kernels resolved (on NumPy,
-specialized to each binding's static types: ir.ops.specialize). Every value is dropped right after
+specialized to each binding's static types: ir.runtime.specialize). Every value is dropped right after
 its last use (returned values excepted), and each call records the peak bytes held at once
 (arguments included) and how often each op ran. An elementwise op writes its result into an
-operand's buffer when that operand dies there (ir.reuse). The first call with each argument layout
+operand's buffer when that operand dies there (ir.runtime.reuse). The first call with each argument layout
 runs the instructions one by one and counts the bytes; later ones run a generated straight-line
-function (ir.codegen) that writes large intermediates into storage planned once (ir.storage) and
+function (ir.runtime.codegen) that writes large intermediates into storage planned once (ir.runtime.storage) and
 report the count already made.
 """
 from __future__ import annotations
@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
+from ..ops.registry import get_op
+from ..types import IRError, TensorType, TupleType, Type
 from . import storage
 from .codegen import generate
-from .nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
-from .ops.registry import get_op
-from .ops.specialize import specialize
+from .instructions import ALIAS, CALL, GETITEM, SPEC, TUPLE
 from .reuse import FRESH, plan_reuse
-from .types import IRError, TensorType, TupleType, Type
+from .specialize import specialize
 
 
 def array_module(device: str):
@@ -102,8 +103,6 @@ def buffer_owner(array):
     return array
 
 
-# instruction kinds; SPEC is a call of a kernel specialized to the binding's types (ir.ops.specialize)
-CALL, TUPLE, GETITEM, ALIAS, SPEC = range(5)
 
 
 class CompiledFunction:
@@ -115,7 +114,7 @@ class CompiledFunction:
         # is held (before its frees); ir.memory_profile sets it, so ordinary calls pay one None check.
         self.observer = None
         self.bound_var: dict[int, Var] = {}  # output slot -> the var a binding defines there
-        self.fresh_slots: set[int] = set()  # slots made by an op that always returns a new buffer (ir.reuse.FRESH)
+        self.fresh_slots: set[int] = set()  # slots made by an op that always returns a new buffer (reuse.FRESH)
         bindings = fn.bindings
         self.params = fn.params
         slot: dict[Var, int] = {}
@@ -184,17 +183,17 @@ class CompiledFunction:
         self.body_plan = self._plan(operand)
         self.n_slots = n_slots  # params, bindings, then constants and inline tuples
         self.frees = self._last_uses()
-        # (ufunc, slot) per instruction: a dying operand's buffer receives the result (ir.reuse)
+        # (ufunc, slot) per instruction: a dying operand's buffer receives the result (ir.runtime.reuse)
         self.reuse = None
         if reuse_buffers:
             self.reuse = [None] * len(self.instrs)
             for i, (ufunc, var) in plan_reuse(fn).items():
                 self.reuse[binding_instr[i]] = (getattr(xp, ufunc), slot[var])
         # {instruction: storage id}, [(shape, dtype)]: large intermediates written into arrays kept between
-        # calls by the generated function (ir.storage); the interpreter allocates as it goes
+        # calls by the generated function (ir.runtime.storage); the interpreter allocates as it goes
         self.storage, self.storage_specs = storage.plan(self) if plan_storage and xp is np else ({}, [])
         self._constant_ids = frozenset(id(buffer_owner(c)) for _, c in self.constants)
-        self._fast = None  # the generated straight-line function (ir.codegen), made on first use
+        self._fast = None  # the generated straight-line function (ir.runtime.codegen), made on first use
         self._peaks: dict[tuple, int] = {}  # peak bytes per argument layout, counted on its first call
         self._arg_specs = [(p.type.shape, np.dtype(p.type.dtype)) if isinstance(p.type, TensorType) else None
                            for p in fn.params]
@@ -240,12 +239,13 @@ class CompiledFunction:
 
     @property
     def storage_bytes(self) -> int:
-        """Bytes of the arrays the generated function keeps between calls for planned intermediates (ir.storage)."""
+        """Bytes of the arrays the generated function keeps between calls for planned intermediates
+        (ir.runtime.storage)."""
         return sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in self.storage_specs)
 
     @property
     def source(self) -> str:
-        """The Python source of the straight-line function that runs this IR function (ir.codegen)."""
+        """The Python source of the straight-line function that runs this IR function (ir.runtime.codegen)."""
         if self._fast is None:
             self._fast = generate(self)
         return self._fast[0]
@@ -447,8 +447,8 @@ class Executor:
     """
 
     reuse_buffers = True  # set False before compiling a function to give every result a new buffer
-    specialize_kernels = True  # set False to run every op through its generic kernel (ir.ops.specialize)
-    plan_storage = True  # set False to allocate every intermediate anew on every call (ir.storage)
+    specialize_kernels = True  # set False to run every op through its generic kernel (ir.runtime.specialize)
+    plan_storage = True  # set False to allocate every intermediate anew on every call (ir.runtime.storage)
 
     def __init__(self, mod: IRModule, device: str = "cpu", check_types: bool = False):
         self.mod = mod

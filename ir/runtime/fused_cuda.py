@@ -21,8 +21,8 @@ import math
 import warnings
 from typing import NamedTuple
 
+from ..ops.fused import Const, Leaf, _types, parse_expr
 from ..types import TensorType
-from .fused import Const, Leaf, _types, parse_expr
 
 PREAMBLE = "#define tg_where(c, a, b) ((c) ? (a) : (b))\ntypedef long long tg_int64;\n"
 C_TYPES = {"float32": "float", "float64": "double", "bool": "bool", "int32": "int", "int64": "long long"}

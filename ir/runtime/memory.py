@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis import checkpoint_regions
+from ..nodes import Call, Constant, Function, IRModule, Tuple, TupleGetItem, Var, free_vars, role_of
+from ..printer import assign_names
+from ..types import TensorType, TupleType
 from .executor import Executor, buffer_owner
-from .nodes import Call, Constant, Function, IRModule, Tuple, TupleGetItem, Var, free_vars, role_of
-from .printer import assign_names
 from .reuse import plan_reuse
-from .types import TensorType, TupleType
 
 
 @dataclass(frozen=True)
@@ -196,25 +197,6 @@ class _Recorder:
         return out
 
 
-def checkpoint_regions(fn: Function) -> list[tuple[int, int]]:
-    """Each checkpoint region of fn as (first, last) point indices (binding index + 1), markers included."""
-    regions, start, closing = [], None, False
-    for i, b in enumerate(fn.bindings):
-        op = b.value.op if isinstance(b.value, Call) else None
-        if op == "grad.start_checkpoint" and (start is None or closing):
-            if start is not None:
-                regions.append((start + 1, i))
-            start, closing = i, False
-        elif op == "grad.end_checkpoint" and start is not None:
-            closing = True
-        elif closing:
-            regions.append((start + 1, i))
-            start, closing = None, False
-    if start is not None and closing:
-        regions.append((start + 1, len(fn.bindings)))
-    return regions
-
-
 def _op(value) -> str:
     if isinstance(value, Call):
         return f"R.{value.op}"
@@ -238,7 +220,7 @@ def estimate_peak_bytes(fn: Function) -> int:
 
     >>> import tracer, ir
     >>> mod = tracer.trace(lambda x: tracer.exp(x).sum(), tracer.spec((256,)))
-    >>> ir.memory.estimate_peak_bytes(mod["main"])
+    >>> ir.runtime.memory.estimate_peak_bytes(mod["main"])
     2048
     """
     bindings = fn.bindings
@@ -286,7 +268,7 @@ def estimate_peak_bytes(fn: Function) -> int:
     for p in fn.params:
         if p not in last and p not in keep:
             hold(bases[p], -1)
-    reuse = plan_reuse(fn)  # results the executor writes into a dying operand's buffer (ir.reuse)
+    reuse = plan_reuse(fn)  # results the executor writes into a dying operand's buffer (ir.runtime.reuse)
     for i, b in enumerate(bindings):
         bases[b.var] = result = bases[reuse[i][1]] if i in reuse else _result_bases(b.value, bases, new)
         hold(result)
@@ -348,5 +330,5 @@ def zeros_for(xp, t):
     return xp.zeros(t.shape, t.dtype)
 
 
-__all__ = ["LiveValue", "MemoryProfile", "VIEW_OPS", "checkpoint_regions", "estimate_peak_bytes", "format_bytes",
+__all__ = ["LiveValue", "MemoryProfile", "VIEW_OPS", "estimate_peak_bytes", "format_bytes",
            "memory_profile", "type_bytes", "zeros_for"]

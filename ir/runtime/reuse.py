@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .nodes import Call, Function, Tuple, Var, free_vars
-from .ops import fused
-from .types import TensorType
+from ..nodes import Call, Function, Tuple, Var, free_vars
+from ..types import TensorType
+from . import fused_cpu as fused
 
 # op -> (NumPy/CuPy ufunc computing exactly the op's kernel, only for floating dtypes)
 UFUNCS = {
@@ -90,7 +90,7 @@ def plan_reuse(fn: Function) -> dict[int, tuple[str, Var]]:
 
 def plan_fused_reuse(fn: Function) -> dict[int, tuple[Callable, Var]]:
     """{binding index: (run, input var)} for `fused` bindings, NumPy only: `run(xs)` (xs: the binding's
-    tuple) evaluates the chain free to overwrite that input's buffer (`ir.ops.fused.into`): the var
+    tuple) evaluates the chain free to overwrite that input's buffer (`ir.runtime.fused_cpu.into`): the var
     meets `plan_reuse`'s conditions and the chain reads it once, so a chain whose input dies there
     allocates one array less. An executor calls `run` as the binding's kernel and must keep the var's
     buffer out of its free pool until the call (the tuple holds it).

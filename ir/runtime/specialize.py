@@ -21,11 +21,11 @@ import operator
 import numpy as np
 
 from ..nodes import Call
+from ..ops.elementwise import _where
+from ..ops.manipulate import perm_axes
+from ..ops.reduction import kernel_axes
+from ..ops.registry import get_op
 from ..types import TensorType
-from .elementwise import _where
-from .manipulate import perm_axes
-from .reduction import kernel_axes
-from .registry import get_op
 
 _FLOATS = ("float32", "float64")
 _UFUNCS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "maximum": np.maximum,

@@ -10,9 +10,9 @@ value of the same shape and dtype once the first one has died.
 
 A value gets planned storage only when nothing can keep a view of it (every op that reads it is one that
 returns a new buffer), it is not returned, and neither is any value written into its buffer in place
-(ir.reuse). Returned arrays are always new. `plan(compiled)` returns the plan; the executor's generated
-function passes `out=` to those kernels (ir.codegen). The arrays planned are `compiled.storage_bytes`,
-held between calls: one set per call running at once (threads take a set from a pool, ir.codegen),
+(ir.runtime.reuse). Returned arrays are always new. `plan(compiled)` returns the plan; the executor's generated
+function passes `out=` to those kernels (ir.runtime.codegen). The arrays planned are `compiled.storage_bytes`,
+held between calls: one set per call running at once (threads take a set from a pool, ir.runtime.codegen),
 so calls in turn reuse a single set.
 """
 from __future__ import annotations
@@ -23,8 +23,9 @@ from collections import defaultdict
 
 import numpy as np
 
+from ..types import TensorType
+from .instructions import SPEC
 from .reuse import FRESH
-from .types import TensorType
 
 MIN_BYTES = 64 * 1024  # below this, malloc serves blocks from its heap without faults
 
@@ -41,8 +42,6 @@ def plan(compiled, min_bytes: int | None = None) -> tuple[dict[int, int], list[t
     """({instruction index: storage id}, [(shape, dtype) per storage id]) for `compiled`, a CompiledFunction
     whose instructions carry their op names (`instr_ops`); values under `min_bytes` (MIN_BYTES) allocate."""
     min_bytes = MIN_BYTES if min_bytes is None else min_bytes
-    from .executor import SPEC
-
     instrs, frees, reuse, ops = compiled.instrs, compiled.frees, compiled.reuse, compiled.instr_ops
     keep = compiled.keep_slots
     root: dict[int, int] = {}  # slot -> the slot whose buffer it is (through in-place reuse)

@@ -5,8 +5,8 @@ import pytest
 import ir
 import tracer
 from autodiff import Gradient
-from ir.memory import estimate_peak_bytes
-from ir.reuse import plan_reuse
+from ir.runtime.memory import estimate_peak_bytes
+from ir.runtime.reuse import plan_reuse
 from tests.cases import all_cases
 
 CASES = [c for c in all_cases() if not any("random" in op for op in c.ops)]

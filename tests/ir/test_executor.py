@@ -98,7 +98,7 @@ def test_check_types_catches_a_kernel_that_disagrees_with_inference(monkeypatch)
     monkeypatch.setitem(OPS, "exp", bad)
     ir.Executor(mod)["main"](np.zeros(2, "float32"))  # unchecked: runs
     checked = ir.Executor(mod, check_types=True)
-    checked.specialize_kernels = False  # the generic kernel, not exp's specialized ufunc (ir.ops.specialize)
+    checked.specialize_kernels = False  # the generic kernel, not exp's specialized ufunc (ir.runtime.specialize)
     with pytest.raises(ir.IRError, match='declared R.Tensor\\(\\(2,\\), dtype="float32"\\) but its kernel returned '
                                          'shape \\(2,\\) and dtype float64'):
         checked["main"](np.zeros(2, "float32"))

@@ -7,7 +7,8 @@ import pytest
 import autodiff
 import ir
 import tracer
-from ir.memory import checkpoint_regions, estimate_peak_bytes, format_bytes
+from ir.analysis import checkpoint_regions
+from ir.runtime.memory import estimate_peak_bytes, format_bytes
 
 
 def adjoint_of(fn, *specs):

@@ -1,4 +1,4 @@
-"""Specialized kernels (ir.ops.specialize) compute bit for bit what the generic kernels compute, on
+"""Specialized kernels (ir.runtime.specialize) compute bit for bit what the generic kernels compute, on
 every op-table row, forward and through the cleaned-up adjoint, and on the values where a careless
 rewrite differs (signed zeros, NaN, empty and 0-d arrays, both `where` paths)."""
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 import ir
 import tracer
 from autodiff import Gradient
-from ir.executor import SPEC
+from ir.runtime.instructions import SPEC
 from tests.autodiff.test_vjp_cases import CASES as GRAD_CASES
 from tests.autodiff.test_vjp_cases import scalarized
 from tests.cases import all_cases

@@ -70,7 +70,7 @@ def test_mean_over_a_count_that_float32_cannot_hold(fn):
 
 
 def test_a_generated_step_with_planned_storage_runs_in_threads_at_once():
-    # planned storage (ir.storage) was one set of arrays per function: two calls at once (NumPy releases
+    # planned storage (ir.runtime.storage) was one set of arrays per function: two calls at once (NumPy releases
     # the GIL in its kernels) wrote into each other's intermediates and returned wrong values (111 of 120)
     import threading
 

@@ -1,4 +1,4 @@
-"""ir.storage: large intermediates of a generated step run in arrays kept between calls. Values equal the
+"""ir.runtime.storage: large intermediates of a generated step run in arrays kept between calls. Values equal the
 allocating path on every gradient case of the op table (planned down to one byte), returned arrays are
 never planned storage (a later call does not change them), and nothing that may be viewed is planned."""
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 import ir
 import tracer
-from ir import storage
+from ir.runtime import storage
 from tests.autodiff.test_vjp_cases import CASES as GRAD_CASES
 from tests.autodiff.test_vjp_cases import scalarized
 from tests.ir.adjoints import adjoint

@@ -1,0 +1,11 @@
+"""tracegrad's runtime: the executor, its generated code, planned storage and buffer reuse, the memory
+profile, and the specialised and fused kernels for NumPy and CuPy.
+
+`ir` is the IR, its text and its passes; this package runs it. Importing it installs the runtime's
+kernels for ops the IR declares with reference ones (`fused`).
+"""
+from . import fused_cpu  # noqa: F401  (installs the fused op's NumPy/CuPy kernel)
+from .executor import Executor, Stats
+from .memory import MemoryProfile, memory_profile
+
+__all__ = ["Executor", "MemoryProfile", "Stats", "memory_profile"]
