@@ -23,6 +23,7 @@ from .sampler import (
     SubsetRandomSampler,
     WeightedRandomSampler,
 )
+from .workers import WorkerInfo, get_worker_info
 
 
 def batches(arrays, batch_size: int, shuffle: bool = True, seed: int | None = None, drop_last: bool = False,
@@ -177,4 +178,5 @@ def load_digits(test_fraction: float = 0.2):
 __all__ = ["batches", "load_digits",
            "BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler", "IterableDataset",
            "RandomSampler", "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset",
-           "WeightedRandomSampler", "default_collate", "default_convert", "progress", "random_split"]
+           "WeightedRandomSampler", "default_collate", "default_convert", "progress", "random_split",
+           "WorkerInfo", "get_worker_info"]

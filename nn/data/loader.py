@@ -9,6 +9,7 @@ from tracer.tensor import array_module_of
 from .collate import _NO_ARRAY, default_collate, default_convert
 from .dataset import IterableDataset, TensorDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
+from .workers import worker_batches
 
 
 class DataLoader:
@@ -21,10 +22,10 @@ class DataLoader:
     sampler, batch_sampler, drop_last, batch_size=None (no batching: each sample through default_convert)
     and IterableDataset follow torch's rules, including its errors for options that exclude each other.
 
-    The loading runs in this process: num_workers > 0 is accepted (and validated as torch does) but no
-    worker processes are started; worker_init_fn, if given, is called once with worker id 0 at the start
-    of each pass when num_workers > 0. pin_memory, timeout, multiprocessing_context, prefetch_factor,
-    persistent_workers, pin_memory_device and in_order are accepted and have no effect here.
+    num_workers > 0 loads in worker processes (nn/data/workers.py: worker_init_fn, get_worker_info(),
+    prefetch_factor, persistent_workers, timeout, multiprocessing_context as torch's; the batches in the order
+    num_workers=0 gives; a worker's exception re-raised here with its traceback). pin_memory,
+    pin_memory_device and in_order are accepted and have no effect here.
 
     >>> import numpy as np
     >>> from nn.data import TensorDataset
@@ -79,6 +80,7 @@ class DataLoader:
         self.worker_init_fn, self.multiprocessing_context = worker_init_fn, multiprocessing_context
         self.prefetch_factor, self.persistent_workers = prefetch_factor, persistent_workers
         self.pin_memory_device, self.in_order = pin_memory_device, in_order
+        self._workers = None  # the worker pool kept across passes with persistent_workers
         auto_collation = batch_sampler is not None or (iterable and batch_size is not None)
         self._auto_collation = auto_collation
         self.collate_fn = collate_fn if collate_fn is not None else (
@@ -93,8 +95,6 @@ class DataLoader:
         return len(self.batch_sampler if self._auto_collation else self.sampler)
 
     def __iter__(self):
-        if self.num_workers > 0 and self.worker_init_fn is not None:
-            self.worker_init_fn(0)
         return _LoaderIter(self)
 
 
@@ -103,8 +103,11 @@ class _LoaderIter:
 
     def __init__(self, loader: DataLoader):
         self._loader = loader
-        self._batches = _iterable_batches(loader) if isinstance(loader.dataset, IterableDataset) else \
-            _map_batches(loader)
+        iterable = isinstance(loader.dataset, IterableDataset)
+        if loader.num_workers > 0:
+            self._batches = worker_batches(loader, iterable)
+        else:
+            self._batches = _iterable_batches(loader) if iterable else _map_batches(loader)
 
     def __iter__(self):
         return self
