@@ -57,8 +57,7 @@ def test_without_cupy_every_path_gives_the_same_hint(no_cupy):
     for name, e in errors.items():
         assert str(e).startswith(HINT), (name, str(e))
         assert "No module named" not in type(e).__name__
-        if not name.startswith("ir.Executor"):  # the executor's own RuntimeError until it calls require_cupy
-            assert isinstance(e, CudaUnavailableError), (name, type(e))
+        assert isinstance(e, CudaUnavailableError), (name, type(e))
     assert len({str(e) for e in errors.values()}) == 1  # word for word the same message
 
 

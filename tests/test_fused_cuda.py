@@ -104,7 +104,7 @@ def test_chains_without_a_cuda_form_fall_back_op_by_op(monkeypatch, expr, dtypes
     cp = fake_cupy.install(monkeypatch)
     assert fused_cuda.kernel_source(expr, dtypes) is None
     xs = [cp.asarray(np.arange(1, 4).astype(d)) for d in dtypes]
-    from ir.ops.fused import _fused_kernel
+    from ir.runtime.fused_cpu import _fused_kernel
     out = _fused_kernel(cp, xs, expr)  # the op-by-op path, still on the device
     assert type(out) is fake_cupy.ndarray and fake_cupy.COUNTS["kernel"] == 0
     np.testing.assert_array_equal(out.get(), evaluate_unfused(np, expr, [x.get() for x in xs]))
@@ -119,7 +119,7 @@ def test_a_kernel_that_fails_warns_once_and_runs_op_by_op(monkeypatch):
     monkeypatch.setattr(cp, "ElementwiseKernel", Broken)
     monkeypatch.setattr(fused_cuda, "FAILED", {})
     fused_cuda._kernel.cache_clear()
-    from ir.ops.fused import _fused_kernel
+    from ir.runtime.fused_cpu import _fused_kernel
     x = cp.asarray(np.array([0.5, 1.5], "float32"))
     with pytest.warns(RuntimeWarning, match="fused CUDA kernel .* failed"):
         out = _fused_kernel(cp, [x], "tanh(exp(x0))")

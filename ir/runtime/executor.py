@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..cuda_hint import require_cupy
 from ..nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from ..ops.registry import get_op
 from ..types import IRError, TensorType, TupleType, Type
@@ -31,17 +32,7 @@ def array_module(device: str):
     if device == "cpu":
         return np
     if device == "cuda":
-        try:
-            import cupy
-        except ImportError as e:
-            raise RuntimeError(
-                'device="cuda" needs CuPy: pip install "tracegrad[cuda]" (cupy-cuda12x) on a machine with '
-                f"an NVIDIA GPU ({e})") from None
-        try:
-            cupy.cuda.runtime.getDeviceCount()
-        except Exception as e:  # cupy raises its own CUDARuntimeError when no driver or GPU is there
-            raise RuntimeError(f'device="cuda": CuPy is installed but no GPU is usable ({e})') from None
-        return cupy
+        return require_cupy()
     raise ValueError(f'device must be "cpu" or "cuda", got {device!r}')
 
 
