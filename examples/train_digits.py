@@ -1,19 +1,22 @@
 """Train a classifier on the bundled 8x8 handwritten digits, the tracegrad way.
 
-    python examples/train_digits.py                 # MLP, >= 97% test accuracy in seconds on a laptop CPU
-    python examples/train_digits.py --model cnn     # Conv2d -> ReLU -> MaxPool2d -> ... -> Linear
-    python examples/train_digits.py --fast          # two short epochs on a subset (what CI runs)
-    mpiexec -n 2 python examples/train_digits.py --distributed   # data-parallel on 2 processes (pip install
+    python -m examples.train_digits                 # MLP, >= 97% test accuracy in seconds on a laptop CPU
+    python -m examples.train_digits --model cnn     # Conv2d -> ReLU -> MaxPool2d -> ... -> Linear
+    python -m examples.train_digits --fast          # two short epochs on a subset (what CI runs)
+    mpiexec -n 2 python -m examples.train_digits --distributed   # data-parallel on 2 processes (pip install
                                                     # tracegrad[mpi]); the same batches, so the same accuracy
 
 The training step is traced, differentiated by the Gradient pass and compiled once (per batch shape),
 then replayed every step with the model's current weights; evaluation runs eagerly. With --distributed each
 process takes every world_size-th image of each batch of --batch-size (nn.data.batches(shard=...)), the
 gradients are averaged over the processes (nn.distributed.data_parallel), and only rank 0 prints and saves.
+Each epoch's line (stdout) and a progress line over the epochs (stderr; tqdm's bar when it is installed)
+are flushed as they are written, so a redirected or killed run keeps what it printed.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import numpy as np
@@ -80,7 +83,8 @@ def main(argv=None) -> float:
         if args.batch_size % world:
             raise SystemExit(f"train_digits.py: error: --batch-size {args.batch_size} does not split evenly over "
                              f"{world} processes")
-    log = print if rank == 0 else (lambda *a, **k: None)
+    # flushed: with stdout redirected to a file every line is there as soon as it is printed
+    log = functools.partial(print, flush=True) if rank == 0 else (lambda *a, **k: None)
 
     (x_train, y_train), (x_test, y_test) = nn.data.load_digits()
     if args.fast:
@@ -110,7 +114,8 @@ def main(argv=None) -> float:
     log(f"digits: {len(x_train)} train / {len(x_test)} test images, model {args.model} ({n_params} parameters), "
           f"{epochs} epochs of {steps_per_epoch} steps")
     start = time.perf_counter()
-    for epoch in range(1, epochs + 1):
+    epoch_numbers = range(1, epochs + 1)
+    for epoch in nn.data.progress(epoch_numbers, desc="epochs") if rank == 0 else epoch_numbers:
         t0, losses = time.perf_counter(), []
         # drop_last keeps one batch shape, so the step is traced and compiled exactly once
         # (distributed: this process's images of each batch, the same batches as on one process)
