@@ -28,8 +28,9 @@ def _index_tensors(indices, x: Tensor) -> list[Tensor]:
         i = as_tensor(i)
         if i.dtype == "bool":
             if active_trace() is not None:
-                raise TraceError("index_put_(accumulate=True) with a bool index inside a trace: the positions it "
-                                 "selects depend on its values; pass integer indices (mask.nonzero() outside)")
+                raise TraceError("index_put with a bool index beside others, or accumulate=True, inside a trace: "
+                                 "the positions it selects depend on its values; pass integer indices "
+                                 "(mask.nonzero() outside)")
             out.extend(as_tensor(c) for c in i.numpy().nonzero())
         elif i.dtype.startswith("float"):
             raise IndexError(f"index_put: index {k} must be a long, int or bool tensor, got {i.dtype}")
@@ -40,7 +41,8 @@ def _index_tensors(indices, x: Tensor) -> list[Tensor]:
 
 def index_put(input, indices, values, accumulate: bool = False) -> Tensor:  # noqa: A002
     """A new tensor: input with input[indices] = values, or += with repeated positions adding when accumulate
-    (torch.index_put). indices is a tuple of integer (or bool) tensors indexing the leading dims.
+    (torch.index_put). indices is a tuple of integer (or bool) tensors indexing the leading dims, broadcast
+    together; they address the flattened leading dims, so any number of them works inside a trace too.
 
     >>> import tracer
     >>> x = tracer.zeros(3)
@@ -48,13 +50,14 @@ def index_put(input, indices, values, accumulate: bool = False) -> Tensor:  # no
     [2.0, 0.0, 1.0]
     """
     x = as_tensor(input)
-    if not accumulate:
-        return updated(x, tuple(as_tensor(i) for i in indices), values)
+    if not accumulate and len(indices) == 1 and as_tensor(indices[0]).dtype == "bool":
+        return updated(x, as_tensor(indices[0]), values)  # x[mask] = values (a where inside a trace)
     idx = _index_tensors(indices, x)
     lead = x.shape[:len(idx)]
     rest = x.shape[len(idx):]
     if not idx:
-        return x + as_tensor(values)
+        return x + as_tensor(values) if accumulate else _shape.broadcast_to(astype(as_tensor(values), x.dtype),
+                                                                             x.shape)
     idx = list(broadcast_tensors(*idx)) if len(idx) > 1 else idx
     flat = None
     for i, n in zip(idx, lead, strict=True):  # row-major position in the flattened leading dims
@@ -64,7 +67,8 @@ def index_put(input, indices, values, accumulate: bool = False) -> Tensor:  # no
     v = as_tensor(values)
     v = _shape.broadcast_to(astype(v, x.dtype), idx[0].shape + rest).reshape((flat.shape[0],) + rest)
     base = x.reshape((math.prod(lead),) + rest)
-    return base.index_add(0, flat, v).reshape(x.shape)
+    put = base.index_add(0, flat, v) if accumulate else base.index_copy(0, flat, v)
+    return put.reshape(x.shape)
 
 
 def index_put_(self: Tensor, indices, values, accumulate: bool = False) -> Tensor:
