@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     elementwise,
     fused,
     gamma_fns,
+    gamma_grad,
     index,
     linalg,
     manipulate,

@@ -1,9 +1,13 @@
 """Gamma, Dirichlet and Beta, as torch.distributions', on tracer.lgamma / digamma (ir/ops/gamma_fns.py).
 
-Draws come from the random.gamma op (Marsaglia-Tsang). torch's rsample for these uses implicit
-reparameterisation (the derivative of a draw with respect to its concentration through the Gamma CDF,
-torch._standard_gamma_grad); tracegrad does not have it, so `rsample` raises NotImplementedError naming it
-and `has_rsample` is False; `sample` works, and log_prob / entropy / moments / kl_divergence differentiate.
+Draws come from the random.gamma op (Marsaglia-Tsang). `rsample` differentiates them with torch's implicit
+reparameterisation: d x / d alpha = -(dF/dalpha) / (dF/dx), F the Gamma CDF, the op
+random.standard_gamma_grad (ir/ops/gamma_grad.py, torch._standard_gamma_grad's numbers). The draw enters the
+program as x + (alpha - stop_gradient(alpha)) * stop_gradient(dx/dalpha): its value is x exactly and its
+gradient with respect to alpha is dx/dalpha, eagerly, with backward() and in a compiled step. Dirichlet and Beta
+normalise such Gamma draws, so their gradients follow from the Gammas' by the chain rule: a valid
+reparameterisation with the same expected gradients as torch's, which differentiates its Dirichlet draw by its
+own approximation (torch._dirichlet_grad) instead, so per-draw gradients differ from torch's.
 """
 from __future__ import annotations
 
@@ -11,15 +15,18 @@ import numpy as np
 
 import tracer
 from tracer.gamma_fns import standard_gamma
+from tracer.tensor import apply
 
 from . import constraints
 from .distribution import Distribution, as_param, broadcast_all
 
 
-def _no_rsample(name):
-    raise NotImplementedError(
-        f"{name}.rsample: tracegrad has no implicit reparameterisation of Gamma draws (torch's "
-        "_standard_gamma_grad); use sample() (no gradient) or a reparameterisable distribution")
+def standard_gamma_rsample(alpha):
+    """One Gamma(alpha, 1) draw per element of alpha that differentiates with respect to alpha (see above)."""
+    x = standard_gamma(alpha)
+    fixed = tracer.stop_gradient(alpha)
+    dx = apply("random.standard_gamma_grad", [fixed, x])
+    return x + (alpha - fixed) * dx
 
 
 def _tiny(t):
@@ -31,7 +38,7 @@ class Gamma(Distribution):
 
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
-    has_rsample = False
+    has_rsample = True
 
     def __init__(self, concentration, rate, validate_args=None):
         self.concentration, self.rate = broadcast_all(concentration, rate)
@@ -50,7 +57,10 @@ class Gamma(Distribution):
         return self.concentration / self.rate ** 2
 
     def rsample(self, sample_shape=()):
-        _no_rsample("Gamma")
+        """A draw that differentiates with respect to concentration and rate (torch's implicit gradient)."""
+        shape = self._extended_shape(sample_shape)
+        draw = standard_gamma_rsample(tracer.broadcast_to(self.concentration, shape))
+        return tracer.clamp(draw / tracer.broadcast_to(self.rate, shape), min=_tiny(draw))
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -79,7 +89,7 @@ class Dirichlet(Distribution):
 
     arg_constraints = {"concentration": constraints._IndependentPositive()}
     support = constraints.simplex
-    has_rsample = False
+    has_rsample = True
 
     def __init__(self, concentration, validate_args=None):
         concentration = as_param(concentration)
@@ -109,7 +119,10 @@ class Dirichlet(Distribution):
         return c * (c0 - c) / (c0 ** 2 * (c0 + 1))
 
     def rsample(self, sample_shape=()):
-        _no_rsample("Dirichlet")
+        """Normalised Gamma draws that differentiate with respect to concentration (see the module docstring)."""
+        shape = self._extended_shape(sample_shape)
+        draw = standard_gamma_rsample(tracer.broadcast_to(self.concentration, shape))
+        return tracer.clamp(draw / draw.sum(-1, keepdim=True), _tiny(draw), 1 - float(np.finfo(draw.dtype).eps))
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -136,7 +149,7 @@ class Beta(Distribution):
 
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
     support = constraints.unit_interval
-    has_rsample = False
+    has_rsample = True
 
     def __init__(self, concentration1, concentration0, validate_args=None):
         self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
@@ -163,7 +176,8 @@ class Beta(Distribution):
         return self.concentration1 * self.concentration0 / (total ** 2 * (total + 1))
 
     def rsample(self, sample_shape=()):
-        _no_rsample("Beta")
+        """The first coordinate of the Dirichlet's rsample: differentiates with respect to both concentrations."""
+        return self._dirichlet.rsample(sample_shape)[..., 0]
 
     def sample(self, sample_shape=()):
         return self._dirichlet.sample(sample_shape)[..., 0]
