@@ -26,13 +26,18 @@ def _tensor(x) -> Tensor:
     return x if isinstance(x, Tensor) else tracer.tensor(x)
 
 
+class ConvArgumentError(ValueError, RuntimeError):
+    """A window argument out of range (negative padding, stride 0, ...): the RuntimeError torch raises, and a
+    ValueError as tracegrad's argument checks are (ir.IRError, which the traced path raises, is both too)."""
+
+
 def ntuple(fn: str, name: str, v, n: int, low: int) -> tuple[int, ...]:
-    """An int (repeated) or n ints, each >= low; a ValueError naming the function and argument otherwise."""
+    """An int (repeated) or n ints, each >= low; a ConvArgumentError naming the function and argument otherwise."""
     items = (v,) * n if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else \
         tuple(v) if isinstance(v, (tuple, list)) else ()
     if len(items) != n or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) and i >= low
                                   for i in items):
-        raise ValueError(f"{fn}: {name} must be an int or {n} ints, each >= {low}, got {v!r}")
+        raise ConvArgumentError(f"{fn}: {name} must be an int or {n} ints, each >= {low}, got {v!r}")
     return tuple(int(i) for i in items)
 
 
