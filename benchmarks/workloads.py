@@ -234,3 +234,165 @@ def checkpoint_contenders(quick: bool, torch=None):
             xt = torch.tensor(x)
             out[f"torch {v}"] = (lambda v=v, ws=ws, xt=xt: (lambda: cm.torch_step(torch, ws, xt, v)))
     return out, f"residual tanh, {blocks} blocks, width {width}, batch {batch}"
+
+
+# ---------------------------------------------------------------- pytorch/examples: mnist CNN and word_language_model
+# The model classes are pytorch/examples' source (mnist/main.py's Net, word_language_model/model.py's RNNModel
+# with rnn_type "LSTM"), written once against a `torch` namespace: real torch, or tracegrad's `nn.torch`.
+
+MNIST_SHAPE = {"batch": 64, "lr": 1.0}  # mnist/main.py: --batch-size 64, Adadelta(lr=1.0)
+WLM_SHAPE = {"vocab": 1000, "emsize": 200, "nhid": 200, "nlayers": 2, "bptt": 35, "batch": 20, "dropout": 0.2,
+             "lr": 20.0, "clip": 0.25}  # word_language_model/main.py's defaults (a 1000-word vocabulary)
+
+
+def mnist_net(torch):
+    """mnist/main.py's Net: conv 1->32, conv 32->64 (3x3), max-pool 2, dropout 0.25, fc 9216->128, dropout 0.5,
+    fc 128->10, log_softmax."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 32, 3, 1)
+            self.conv2 = nn.Conv2d(32, 64, 3, 1)
+            self.dropout1 = nn.Dropout(0.25)
+            self.dropout2 = nn.Dropout(0.5)
+            self.fc1 = nn.Linear(9216, 128)
+            self.fc2 = nn.Linear(128, 10)
+
+        def forward(self, x):
+            x = F.relu(self.conv2(F.relu(self.conv1(x))))
+            x = self.dropout1(F.max_pool2d(x, 2))
+            x = self.dropout2(F.relu(self.fc1(torch.flatten(x, 1))))
+            return F.log_softmax(self.fc2(x), dim=1)
+    return Net()
+
+
+def wlm_model(torch, s=WLM_SHAPE):
+    """word_language_model/model.py's RNNModel("LSTM", ...): dropout, embedding, nn.LSTM, dropout, decoder,
+    log_softmax over (bptt * batch, vocab); init_weights as the example."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class RNNModel(nn.Module):
+        def __init__(self, ntoken, ninp, nhid, nlayers, dropout):
+            super().__init__()
+            self.ntoken = ntoken
+            self.drop = nn.Dropout(dropout)
+            self.encoder = nn.Embedding(ntoken, ninp)
+            self.rnn = nn.LSTM(ninp, nhid, nlayers, dropout=dropout)
+            self.decoder = nn.Linear(nhid, ntoken)
+            nn.init.uniform_(self.encoder.weight, -0.1, 0.1)
+            nn.init.zeros_(self.decoder.bias)
+            nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
+
+        def forward(self, input, hidden):
+            emb = self.drop(self.encoder(input))
+            output, hidden = self.rnn(emb, hidden)
+            decoded = self.decoder(self.drop(output)).view(-1, self.ntoken)
+            return F.log_softmax(decoded, dim=1), hidden
+    return RNNModel(s["vocab"], s["emsize"], s["nhid"], s["nlayers"], s["dropout"])
+
+
+def _mnist_batch(batch, seed=0):
+    rng = np.random.default_rng(seed)
+    x = ((rng.random((batch, 1, 28, 28)) - 0.1307) / 0.3081).astype("float32")  # Normalize((0.1307,), (0.3081,))
+    return x, rng.integers(0, 10, batch).astype("int64")
+
+
+def _wlm_batch(s, seed=0):
+    ids = np.random.default_rng(seed).integers(0, s["vocab"], (s["bptt"] + 1, s["batch"])).astype("int64")
+    return ids[:-1], ids[1:].reshape(-1)  # get_batch: data (bptt, batch), targets flattened
+
+
+def mnist_torch(torch, s=MNIST_SHAPE, optimizer="adadelta"):
+    """mnist/main.py's train() step in torch eager: zero_grad, nll_loss, backward, Adadelta (or SGD) step."""
+    torch.manual_seed(1)
+    model = mnist_net(torch)
+    model.train()
+    opt = (torch.optim.Adadelta if optimizer == "adadelta" else torch.optim.SGD)(model.parameters(), lr=s["lr"] * (
+        1.0 if optimizer == "adadelta" else 0.01))
+    x, y = (torch.tensor(a) for a in _mnist_batch(s["batch"]))
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.nll_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return step
+
+
+def mnist_tracegrad(s=MNIST_SHAPE, optimizer="adadelta"):
+    """The same step on nn.torch, compiled: value_and_grad over the parameters, then optim.Adadelta (or SGD)."""
+    import nn.torch as torch
+    torch.manual_seed(1)
+    model = mnist_net(torch)
+    model.train()
+    params = list(model.parameters())
+    opt = (optim.Adadelta if optimizer == "adadelta" else optim.SGD)(params, lr=s["lr"] * (
+        1.0 if optimizer == "adadelta" else 0.01))
+    x, y = (tracer.tensor(a) for a in _mnist_batch(s["batch"]))
+    vg = autodiff.value_and_grad(lambda x, y: F.nll_loss(model(x), y), wrt=params)
+
+    def step():
+        value, grads = vg(x, y)
+        opt.step(grads)
+        return value
+    step.stats = lambda: vg.stats
+    return step
+
+
+def wlm_torch(torch, s=WLM_SHAPE):
+    """word_language_model/main.py's train() step: repackage_hidden, forward, NLLLoss, backward,
+    clip_grad_norm_(0.25), p.data.add_(p.grad, alpha=-lr)."""
+    torch.manual_seed(1111)
+    model = wlm_model(torch, s)
+    model.train()
+    criterion = torch.nn.NLLLoss()
+    data, targets = (torch.tensor(a) for a in _wlm_batch(s))
+    state = {"hidden": (torch.zeros(s["nlayers"], s["batch"], s["nhid"]),) * 2}
+
+    def step():
+        model.zero_grad()
+        hidden = tuple(h.detach() for h in state["hidden"])
+        output, state["hidden"] = model(data, hidden)
+        loss = criterion(output, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), s["clip"])
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(p.grad, alpha=-s["lr"])
+        return loss.detach()
+    return step
+
+
+def wlm_tracegrad(s=WLM_SHAPE):
+    """The same step on nn.torch, compiled: value_and_grad (with the new hidden state as aux), the gradients
+    clipped by nn.utils.clip_grad_norm_ and an SGD update, as the example's loop."""
+    import nn.torch as torch
+    torch.manual_seed(1111)
+    model = wlm_model(torch, s)
+    model.train()
+    params = list(model.parameters())
+    data, targets = (tracer.tensor(a) for a in _wlm_batch(s))
+    criterion = nn.NLLLoss()
+
+    def loss(data, h, c):
+        output, hidden = model(data, (h, c))
+        return criterion(output, targets), hidden
+    vg = autodiff.value_and_grad(loss, wrt=params, has_aux=True)
+    zeros = tracer.zeros((s["nlayers"], s["batch"], s["nhid"]))
+    state = {"hidden": (zeros, zeros)}
+
+    def step():
+        (value, hidden), grads = vg(data, *state["hidden"])
+        state["hidden"] = tuple(tracer.tensor(np.asarray(h)) for h in hidden)  # repackage_hidden
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g
+        nn.utils.clip_grad_norm_(params, s["clip"])
+        with tracer.no_grad():
+            for p in params:
+                p -= s["lr"] * p.grad
+        return value
+    step.stats = lambda: vg.stats
+    return step
