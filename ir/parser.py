@@ -16,11 +16,13 @@ from .ops.registry import OPS, make_call
 from .relax_forms import (
     BINARY_SUGAR,
     CREATION_FORMS,
+    NONFINITE,
     OP_ALIASES,
     RelaxForms,
     is_metadata,
     is_number,
     normalized_slice,
+    relax_take_axis,
 )
 from .relax_forms import (
     callee as _callee,
@@ -358,6 +360,8 @@ class _Parser(RelaxForms):
         try:
             if op_name == "strided_slice":
                 attrs = normalized_slice(args[0].type, attrs)
+            elif op_name == "take":
+                attrs = relax_take_axis(args[0].type, attrs)
             call = make_call(op_name, args, attrs)
         except (IRError, TypeError) as e:
             raise self.error(node, str(e)) from None
@@ -375,6 +379,8 @@ class _Parser(RelaxForms):
         if set(kwargs) - {"dtype", "shape"} or len(kwargs) < len(node.keywords) or not 1 <= len(node.args) <= 2:
             raise self.error(node, 'expected R.const(value, "dtype")')
         value = self.literal(node.args[0])
+        if isinstance(value, str) and value in NONFINITE:  # how TVM 0.27 prints an inf or nan scalar constant
+            value = float(value)
         dtypes = [self.literal(n) for n in node.args[1:]] + [self.literal(kwargs[k]) for k in kwargs if k == "dtype"]
         shape = self.literal(kwargs["shape"]) if "shape" in kwargs else None
         if len(dtypes) > 1:

@@ -116,8 +116,13 @@ def print_expr(e: Expr, namer) -> str:
         if e.op in ("full", "full_like"):  # Relax's fill value is a scalar tensor
             dtype = attrs.get("dtype") or e.args[0].type.dtype
             # the attribute's own literal (R.const rounds it to dtype just as the kernel does), so it reads back exact
-            fill = print_attr("number", attrs["fill_value"])
+            value = attrs["fill_value"]
+            if not dtype.startswith("float") and isinstance(value, float):
+                dtype = "float64"  # a fraction for an integer result: the constant holds it, full_like casts it
+            fill = print_attr("number", value)
             attrs = {**attrs, "fill_value": _Verbatim(f'R.const({fill}, "{dtype}")')}
+        if e.op == "round" and attrs["decimals"] == 0:  # Relax's round has no attribute (decimals is tracegrad's)
+            return f"R.round({parts[0]})"
         positional = True  # leading shape attributes are positional, as Relax writes R.reshape(x, R.shape([..]))
         for a in op.attrs:
             positional = positional and a.kind == "shape"

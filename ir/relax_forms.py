@@ -17,6 +17,8 @@ from .types import IRError, TensorType
 # Relax's signatures of the creation ops the parser reads into tracegrad's (see RelaxForms.creation)
 CREATION_FORMS = {"zeros_like": ("x", "dtype"), "ones_like": ("x", "dtype"),
                   "full_like": ("x", "fill_value", "dtype"), "full": ("shape", "fill_value", "dtype")}
+# TVM 0.27 prints a non-finite scalar constant as R.const("inf", "float32") (also "-inf", "nan")
+NONFINITE = ("inf", "-inf", "nan")
 # Relax ops that are one of tracegrad's with an attribute set: name -> (tracegrad's op, attributes)
 OP_ALIASES = {"nn.gelu_tanh": ("nn.gelu", {"approximate": "tanh"})}
 # TVMScript's operator sugar on Relax values
@@ -162,6 +164,7 @@ class RelaxForms:
         if callee(node) == "R.const":
             c = self.const(node)  # checked; the literal itself is kept (0.1 stays 0.1 for a float16 fill)
             literal = self.literal(node.args[0])
+            literal = float(literal) if isinstance(literal, str) else literal  # TVM's "inf", checked by const
             return (literal, c.type.dtype) if c.data.ndim == 0 and not isinstance(literal, list) else None
         if isinstance(node, ast.Name | ast.Subscript | ast.Tuple):
             return None
@@ -199,6 +202,17 @@ def normalized_slice(t, attrs: dict) -> dict:
         return attrs  # inference names what is wrong
     bounds = [slice(b, e, st).indices(t.shape[a]) for a, b, e, st in zip(axes, begin, end, strides, strict=True)]
     return {**attrs, "begin": [lo for lo, _, _ in bounds], "end": [hi for _, hi, _ in bounds], "strides": strides}
+
+
+def relax_take_axis(t, attrs: dict) -> dict:
+    """Relax's take without an axis (or with axis=None, its default) indexes a 1-d x, as axis 0; any other x
+    is refused, as TVM 0.27 refuses it."""
+    if attrs.get("axis") is not None:
+        return attrs
+    if isinstance(t, TensorType) and t.ndim != 1:
+        raise IRError(f"take: axis=None (Relax's default) takes from a 1-d x only, got x of shape {t.shape}; "
+                      "give the axis")
+    return {**attrs, "axis": 0}
 
 
 def is_number(node: ast.expr) -> bool:

@@ -65,7 +65,8 @@ def conv_shape(op, data_shape, weight_shape, strides, padding, dilation, groups,
 
 
 def pool2d_shape(op, data_shape, pool_size, strides, padding, dilation, ceil_mode):
-    """The pooled shape, as Relax infers it: floor((H + pads - span) / stride) + 1, or ceil with ceil_mode."""
+    """The pooled shape, as Relax infers it: floor((H + pads - span) / stride) + 1, or ceil with ceil_mode
+    less a last window that would start in the bottom/right padding."""
     _check_window_attrs(op, strides, padding, dilation)
     if len(pool_size) != 2 or min(pool_size) < 1:
         raise op.error(f"pool_size must be 2 integers >= 1, got {list(pool_size)}")
@@ -75,7 +76,7 @@ def pool2d_shape(op, data_shape, pool_size, strides, padding, dilation, ceil_mod
     for i in range(2):
         real = window_taps(data_shape[2 + i], pool_size[i], strides[i], padding[i], dilation[i], out_hw[i], False)
         if real.size and real.min() == 0:
-            # Relax would pool padding alone here (PyTorch drops such a window); refuse rather than guess
+            # padding wider than the window: Relax would pool padding alone; refuse rather than guess
             raise op.error(f"window {int(real.argmin())} along axis {2 + i} covers only padding (data of shape "
                            f"{tuple(data_shape)}, pool_size {list(pool_size)}, strides {list(strides)}, padding "
                            f"{list(padding)}, ceil_mode={ceil_mode}); lower the padding or the stride")
@@ -90,7 +91,10 @@ def pool_out_hw(op, hw, pool_size, strides, padding, dilation, ceil_mode) -> tup
         if room < 0:
             raise op.error(f"the {span}-wide (dilated) window does not fit argument data of spatial shape "
                            f"{tuple(hw)} padded by {list(padding)}")
-        out.append((room + (strides[i] - 1 if ceil_mode else 0)) // strides[i] + 1)
+        n = (room + (strides[i] - 1 if ceil_mode else 0)) // strides[i] + 1
+        if ceil_mode and (n - 1) * strides[i] >= size + padding[i]:
+            n -= 1  # the last window would start in the bottom/right padding: Relax (TVM 0.27), as PyTorch, drops it
+        out.append(n)
     return tuple(out)
 
 

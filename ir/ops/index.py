@@ -7,7 +7,8 @@ on them).
 
 `reduction` is Relax's: "update" (the last write wins where indices repeat), "add", "mul", "min", "max"
 (each combines data's own value with every update, as torch's include_self=True). Negative indices count
-from the end, as Relax's; an index out of range raises IndexError.
+from the end, as Relax documents (TVM 0.27's compiled gather_elements reads them out of bounds instead); an
+index out of range raises IndexError.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Pooling ops of the conv family: max_pool2d (and its argmax indices), avg_pool2d and their backward helpers.
 
-Shapes follow Relax: ceil_mode=True rounds the window count up, the windows it adds reading past the
+Shapes follow Relax (TVM 0.27, which agrees with PyTorch): ceil_mode=True rounds the window count up,
+less a last window that would start in the bottom/right padding; the windows it adds read past the
 padded input (as extra padding that no average counts). avg_pool2d divides by the taps that read the
 input and its padding (count_include_pad=True, PyTorch's default) or the input alone (False). max_pool2d
 pads with -inf, and its gradient goes to the first maximum of each window (row-major), as PyTorch's.

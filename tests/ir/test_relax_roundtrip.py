@@ -44,6 +44,8 @@ TVM_WRONG = {
     "concat_one": "concat of one tensor fails in the pass (expected nested to match tuple)",
     "triu": "triu's gradient returns the wrong number of partials",
     "triu_kneg_batched": "triu's gradient returns the wrong number of partials",
+    "nanmean": "equal on bool tensors does not build (LLVM verification: fcmp on i1)",
+    "nan_to_num_values": "the compiled not_equal(x, x) is False at nan, so the nan is not replaced",
 }
 
 

@@ -93,8 +93,14 @@ def test_pooling_forms_relax_prints_agree_with_torch(kind, ceil_mode, count_incl
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
 
 
-def test_a_window_of_padding_alone_is_refused():
-    # Relax's shape rule keeps a last window that starts in the padding; PyTorch drops it. Refused, never guessed.
-    text = POOL.format(kind="avg", ceil_mode=True, count_include_pad=True, padding=[1, 1, 1, 1], shape=(2, 3, 5, 5))
-    with pytest.raises(ir.IRError, match="line 7, column 18: nn.avg_pool2d: window 4 along axis 2 covers only padding"):
-        ir.parse(text)
+def test_a_last_window_starting_in_the_padding_is_dropped():
+    # TVM 0.27's Relax shape rule, as PyTorch's: 7 + 2 padded, window 2, stride 2, ceil_mode gives 4 windows, not 5
+    text = POOL.format(kind="avg", ceil_mode=True, count_include_pad=True, padding=[1, 1, 1, 1], shape=(2, 3, 4, 4))
+    x = np.random.default_rng(2).normal(size=(2, 3, 7, 7)).astype("float32")
+    y = ir.Executor(ir.parse(text))["main"](x)
+    assert y.shape == (2, 3, 4, 4)
+    np.testing.assert_allclose(y[:, :, 3, 3], x[:, :, 5:, 5:].mean(axis=(2, 3)), rtol=1e-6)  # the last: input only
+    np.testing.assert_allclose(y[:, :, 0, 0], x[:, :, 0, 0] / 4, rtol=1e-6)  # the first: 3 padding taps counted
+    with pytest.raises(ir.IRError, match=r"the returned value has type R.Tensor\(\(2, 3, 4, 4\)"):
+        ir.parse(POOL.format(kind="avg", ceil_mode=True, count_include_pad=True, padding=[1, 1, 1, 1],
+                             shape=(2, 3, 5, 5)))
