@@ -11,11 +11,13 @@ floating operand is a TypeError naming the op, the same eagerly and inside a tra
 """
 from __future__ import annotations
 
+from ir.types import INT_DTYPES
+
 from .inplace import _checked_kind
 from .math import _python_operator, _reflect, as_tensor, promote
 from .tensor import Tensor, apply
 
-_INTEGER = ("int32", "int64")
+_INTEGER = INT_DTYPES
 
 
 def _check(name: str, dtype: str, shifts: bool) -> None:

@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 import ir
+from ir.types import INT_DTYPES
 
 from .device import place, tensor_device
 from .math import as_tensor, astype
@@ -113,7 +114,7 @@ def randint_like(x, low: int = 0, high: int | None = None, *, dtype: str | None 
     x = as_tensor(x)
     low, high = (0, low) if high is None else (low, high)
     dtype = dtype or x.dtype
-    out = randint(low, high, x.shape, dtype=dtype if dtype in ("int32", "int64") else "int64", generator=generator,
+    out = randint(low, high, x.shape, dtype=dtype if dtype in INT_DTYPES else "int64", generator=generator,
                   seed=seed, device=tensor_device(x))
     return astype(out, dtype)  # whole numbers in x's dtype, as torch.randint_like of a float tensor
 
@@ -147,7 +148,7 @@ def arange(start, end=None, step=1, *, dtype: str | None = None, device=None, re
     if dtype is None:
         dtype = "int64" if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else "float32"
     ir.types.check_dtype(dtype, "arange")
-    if dtype in ("int32", "int64"):
+    if dtype in INT_DTYPES:
         return place(Tensor(np.arange(start, end, step, dtype=dtype)), device, "arange")
     n = max(math.ceil((end - start) / step), 0)
     out = place(Tensor((start + np.arange(n, dtype="float64") * step).astype(dtype)), device, "arange")

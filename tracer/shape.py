@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 
+from ir.types import INT_DTYPES
+
 from .device import place
 from .device import tensor_device as _device_of
 from .indexing import getitem
@@ -48,7 +50,7 @@ _sum = _reduction("sum", "sum", "sum")
 
 
 def sum(x, axis=None, keepdims: bool = False) -> Tensor:
-    """The sum over `axis` (an int, a tuple, or None for all axes). bool and int32 accumulate into
+    """The sum over `axis` (an int, a tuple, or None for all axes). bool and every integer dtype accumulate into
     int64, as PyTorch (the IR's `sum` keeps its input dtype, as Relax's).
 
     >>> import tracer
@@ -56,7 +58,7 @@ def sum(x, axis=None, keepdims: bool = False) -> Tensor:
     2
     """
     x = as_tensor(x)
-    return _sum(astype(x, "int64") if x.dtype in ("bool", "int32") else x, axis, keepdims)
+    return _sum(astype(x, "int64") if x.dtype in ("bool", *INT_DTYPES) else x, axis, keepdims)
 mean = _reduction("mean", "mean", "mean")
 max = _reduction("max", "max", "maximum")
 min = _reduction("min", "min", "minimum")
@@ -211,7 +213,7 @@ def cumsum(x, axis: int | None = None, *, exclusive: bool = False) -> Tensor:
     [[1, 3], [3, 7]]
     """
     x = as_tensor(x)
-    x = astype(x, "int64") if x.dtype in ("bool", "int8", "uint8", "int16", "int32") else x
+    x = astype(x, "int64") if x.dtype in ("bool", *INT_DTYPES) else x
     if x.ndim == 0 and axis in (0, -1):  # torch: a 0-d tensor's dim 0 / -1 is the tensor itself
         return reshape(apply("cumsum", [reshape(x, (1,))], axis=0, exclusive=exclusive), ())
     return apply("cumsum", [x], axis=axis, exclusive=exclusive)

@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from ir.types import INT_DTYPES
+
 from . import shape as _shape
 from .math import as_tensor, astype, not_equal, where
 from .tensor import Tensor, TraceError, apply
@@ -254,7 +256,7 @@ def cumprod(input, dim: int, *, dtype: str | None = None) -> Tensor:  # noqa: A0
     [1.0, 2.0, 6.0]
     """
     x = as_tensor(input)
-    x = astype(x, dtype) if dtype else (astype(x, "int64") if x.dtype in ("bool", "int32") else x)
+    x = astype(x, dtype) if dtype else (astype(x, "int64") if x.dtype in ("bool", *INT_DTYPES) else x)
     if x.ndim == 0:
         _dim("cumprod", dim, 1)
         return apply("cumprod", [x.reshape(1)], axis=0).reshape(())
@@ -285,7 +287,7 @@ def prod(input, dim: int | None = None, keepdim: bool = False, *, dtype: str | N
     [2.0, 12.0]
     """
     x = as_tensor(input)
-    x = astype(x, dtype) if dtype else (astype(x, "int64") if x.dtype in ("bool", "int32") else x)
+    x = astype(x, dtype) if dtype else (astype(x, "int64") if x.dtype in ("bool", *INT_DTYPES) else x)
     return apply("prod", [x], axis=_axes(dim), keepdims=keepdim)
 
 

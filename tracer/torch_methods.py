@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from ir.types import INT_DTYPES
+
 from . import numpy_interop, torch_convert
 from . import shape as _shape
 from .math import abs as _abs
@@ -201,7 +203,7 @@ def argmin(x, axis: int | None = None, keepdims: bool = False) -> Tensor:
     x = as_tensor(x)
     if x.dtype == "bool":
         flipped = not_equal(x, True)
-    elif x.dtype in ("int32", "int64"):
+    elif x.dtype in INT_DTYPES:
         flipped = subtract(-1, x)  # ~x: order-reversing without the overflow of -x at the smallest int
     else:
         flipped = negative(x)

@@ -8,11 +8,11 @@ right shift by one of those gives the sign fill (0 or -1).
 """
 from __future__ import annotations
 
-from ..types import TensorType
+from ..types import INT_DTYPES, TensorType
 from .common import broadcast_shape, same_dtype
 from .registry import declare, tensor_arg
 
-_INTEGER = ("int32", "int64")
+_INTEGER = INT_DTYPES
 
 
 def _check(op, dtype, shifts):

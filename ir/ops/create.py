@@ -5,16 +5,16 @@ import math
 
 import numpy as np
 
-from ..types import TensorType
+from ..types import INT_DTYPES, TensorType
 from .registry import Attr, declare, tensor_arg
 
 
 def _check_fill(op, fill_value, dtype):
     """An integer tensor cannot hold nan, inf or a value beyond its range (NumPy would store garbage);
     an int fill value must fit int64 whatever the dtype (NumPy cannot convert it otherwise)."""
-    if fill_value is None or dtype not in ("int32", "int64") and not isinstance(fill_value, int):
+    if fill_value is None or dtype not in INT_DTYPES and not isinstance(fill_value, int):
         return
-    fits = dtype if dtype in ("int32", "int64") else "int64"
+    fits = dtype if dtype in INT_DTYPES else "int64"
     info = np.iinfo(fits)
     if not (math.isfinite(fill_value) and info.min <= fill_value <= info.max):
         raise op.error(f"fill_value {fill_value!r} does not fit dtype {fits} ({info.min}..{info.max})"

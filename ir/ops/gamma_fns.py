@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ..types import TensorType
+from ..types import INT_DTYPES, TensorType
 from .common import require_float
 from .nn import dropout_uniform
 from .registry import Attr, declare, tensor_arg
@@ -137,7 +137,7 @@ declare("polygamma", ("x",), (Attr("n", "int", 1),), infer=_infer_float, kernel=
 
 def _infer_gamma(op, types):
     seed, alpha = tensor_arg(op, types, 0), tensor_arg(op, types, 1)
-    if seed.dtype not in ("int32", "int64") or seed.shape != ():
+    if seed.dtype not in INT_DTYPES or seed.shape != ():
         raise op.error(f"argument seed must be a 0-d int64 tensor, got {seed}")
     require_float(op, alpha, "concentration")
     return TensorType(alpha.shape, alpha.dtype)

@@ -12,7 +12,7 @@ index out of range raises IndexError.
 """
 from __future__ import annotations
 
-from ..types import TensorType
+from ..types import INT_DTYPES, TensorType
 from .common import norm_axis
 from .manipulate import _wrap
 from .registry import Attr, declare, tensor_arg
@@ -21,8 +21,8 @@ REDUCTIONS = ("update", "add", "mul", "min", "max")
 
 
 def _check_indices(op, data: TensorType, indices: TensorType, axis: int, what: str = "data") -> int:
-    if indices.dtype not in ("int32", "int64"):
-        raise op.error(f"indices must be int32 or int64, got {indices.dtype}")
+    if indices.dtype not in INT_DTYPES:
+        raise op.error(f"indices must be int32 or int64 (or a narrower integer), got {indices.dtype}")
     if indices.ndim != data.ndim:
         raise op.error(f"indices of shape {indices.shape} must have as many dimensions as {what} of shape "
                        f"{data.shape}")

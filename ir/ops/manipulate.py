@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..types import TensorType, TupleType
+from ..types import INT_DTYPES, TensorType, TupleType
 from .common import norm_axes, norm_axis
 from .registry import Attr, declare, tensor_arg
 
@@ -280,8 +280,8 @@ declare("grad.strided_slice_backward", ("data",), (Attr("shape", "shape"),) + SL
 
 
 def _take_shape(op, x: TensorType, indices: TensorType, axis: int) -> tuple[int, ...]:
-    if indices.dtype not in ("int32", "int64"):
-        raise op.error(f"indices must be int32 or int64, got {indices.dtype}")
+    if indices.dtype not in INT_DTYPES:
+        raise op.error(f"indices must be int32 or int64 (or a narrower integer), got {indices.dtype}")
     if x.ndim == 0:
         raise op.error("cannot take from a 0-d tensor")
     ax = norm_axis(op, axis, x.ndim)
@@ -360,8 +360,8 @@ declare("grad.take_backward", ("data", "indices"),
 
 def _infer_check_index(op, types, lower, upper, what):
     indices = tensor_arg(op, types, 0)
-    if indices.dtype not in ("int32", "int64"):
-        raise op.error(f"indices must be int32 or int64, got {indices.dtype}")
+    if indices.dtype not in INT_DTYPES:
+        raise op.error(f"indices must be int32 or int64 (or a narrower integer), got {indices.dtype}")
     if lower > upper:
         raise op.error(f"lower {lower} is above upper {upper}")
     return indices

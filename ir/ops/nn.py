@@ -1,6 +1,7 @@
 """Neural-network ops: softmax, log_softmax, layer_norm, dropout; the losses live in loss.py."""
 from __future__ import annotations
 
+from ..types import INT_DTYPES
 from .common import norm_axes, norm_axis, require_float, same_dtype
 from .registry import Attr, declare, tensor_arg
 
@@ -105,7 +106,7 @@ def dropout_uniform(xp, seed, shape):
 def _infer_dropout(op, types, rate):
     x, seed = tensor_arg(op, types, 0), tensor_arg(op, types, 1)
     require_float(op, x)
-    if seed.dtype not in ("int32", "int64") or seed.shape != ():
+    if seed.dtype not in INT_DTYPES or seed.shape != ():
         raise op.error(f"argument seed must be a 0-d int64 tensor, got {seed}")
     if not 0.0 <= rate < 1.0:
         raise op.error(f"rate must be in [0, 1), got {rate}")

@@ -7,7 +7,9 @@ per call.
 """
 from __future__ import annotations
 
-from ..types import TensorType
+import numpy as np
+
+from ..types import INT_DTYPES, TensorType
 from .nn import dropout_uniform
 from .registry import Attr, declare, tensor_arg
 
@@ -17,24 +19,28 @@ SHAPE = Attr("shape", "shape")
 def _infer(kinds, check=None):
     def infer(op, types, shape, dtype, **attrs):
         seed = tensor_arg(op, types, 0)
-        if seed.dtype not in ("int32", "int64") or seed.shape != ():
+        if seed.dtype not in INT_DTYPES or seed.shape != ():
             raise op.error(f"argument seed must be a 0-d int64 tensor, got {seed}")
         if any(d < 0 for d in shape):
             raise op.error(f"shape {shape} has a negative dimension")
         if dtype not in kinds:
             raise op.error(f"dtype must be one of {', '.join(kinds)}, got {dtype}")
         if check is not None:
-            check(op, **attrs)
+            check(op, dtype=dtype, **attrs)
         return TensorType(shape, dtype)
     return infer
 
 
-def _check_range(op, low, high):
+def _check_range(op, low, high, dtype):
     if not low < high:
         raise op.error(f"low ({low}) must be less than high ({high})")
+    info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else None  # random.uniform shares this check
+    if info is not None and (low < info.min or high - 1 > info.max):
+        raise op.error(f"low ({low}) and high - 1 ({high - 1}) must be within the range of {dtype} "
+                       f"({info.min}..{info.max})")
 
 
-def _check_std(op, mean, std):
+def _check_std(op, mean, std, dtype):
     if not std >= 0:
         raise op.error(f"std must be >= 0, got {std}")
 
@@ -68,5 +74,5 @@ declare("random.normal", ("seed",), (SHAPE, Attr("mean", "float", 0.0), Attr("st
         doc="Normal values of the given mean and standard deviation.")
 declare("random.randint", ("seed",), (SHAPE, Attr("low", "int"), Attr("high", "int"),
                                       Attr("dtype", "dtype", "int64")),
-        infer=_infer(("int32", "int64"), _check_range), kernel=_randint, differentiable=False,
+        infer=_infer(INT_DTYPES, _check_range), kernel=_randint, differentiable=False,
         doc="Integers drawn uniformly from low..high-1.")

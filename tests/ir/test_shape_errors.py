@@ -56,7 +56,7 @@ def _fails(op, args, attrs, *fragments):
      ["one entry per sliced axis"]),
     ("grad.strided_slice_backward", [v(3)], {"shape": (4,), "axes": [0], "begin": [0], "end": [2], "strides": [1]},
      ["data of shape (3,) does not match the slice of shape (2,) taken from (4,)"]),
-    ("take", [v(3, 2), v(2)], {"axis": 0}, ["indices must be int32 or int64, got float32"]),
+    ("take", [v(3, 2), v(2)], {"axis": 0}, ["indices must be int32 or int64 (or a narrower integer), got float32"]),
     ("take", [v(3, 2), v(2, dtype="int64")], {"axis": 2}, ["axis 2 out of range"]),
     ("take", [v(), v(2, dtype="int64")], {}, ["0-d"]),
     ("grad.take_backward", [v(2, 3), v(4, dtype="int64")], {"shape": (5, 3), "axis": 0},
