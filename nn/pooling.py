@@ -1,8 +1,8 @@
 """torch's 2-D pooling options (ceil_mode, count_include_pad, divisor_override) on the IR's pooling ops.
 
-torch and Relax count ceil_mode's windows differently: torch drops a last window that would start past the
-input (in the right padding), Relax keeps it (and the IR refuses a window that reads no input). So the
-window count is torch's, reached with ceil_mode=False and the extra room added to the bottom/right padding;
+torch and Relax (TVM 0.27) both drop a last ceil_mode window that would start in the right padding; the
+layer still reaches torch's window count with ceil_mode=False and the extra room added to the bottom/right
+padding, which keeps the IR op's divisor rule out of the way;
 the max pads with -inf, so the extra room changes nothing. An average divides by torch's divisor: where the
 IR op's own divisor (the taps it counts, the extra room included when count_include_pad) differs, or a
 divisor_override is given, the result is scaled by the constant ratio of the two.
