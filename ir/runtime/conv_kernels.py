@@ -1,0 +1,175 @@
+"""Faster NumPy kernels for 2-D convolution and max pooling, installed over the reference ones of ir/ops/conv.py
+and ir/ops/pool.py with `provide_kernel` (same signatures, same values up to float rounding).
+
+Convolution (groups=1, NCHW, on NumPy; anything else runs the reference kernel) is im2col and BLAS, a few
+samples at a time: the columns of a chunk of samples, (B, C*kh*kw, Ho*Wo), are filled by kh*kw strided slice
+copies and stay in cache for the matmul that follows (W @ cols gives NCHW directly, no transpose of the
+output). On pytorch/examples' mnist CNN (conv 32->64, 3x3, 26x26, batch 64, one thread) this ran the forward
+in 18 ms against the reference's 43 (one (N*Ho*Wo, K) im2col and a transpose) and torch's 25; numba direct
+loops (the inner loop vectorised) took 59 ms, far from BLAS, so there is no numba path here.
+
+Max pooling takes the maximum of kh*kw strided slices instead of reducing a 6-d window view (44 ms -> 1.8 ms
+on (64, 64, 24, 24)); its backward finds each window's first maximum (row-major, NaN first, as argmax) by the
+same slices and adds the output gradient back slice by slice.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops import conv as _conv_ops  # noqa: F401  (declares the conv and pool ops: their reference kernels)
+from ..ops.pool import _geometry
+from ..ops.registry import get_op, provide_kernel
+
+_CHUNK_BYTES = 2 << 20  # the im2col columns of one chunk of samples: about L2-sized
+
+_REFERENCE = {name: get_op(name).kernel for name in (
+    "nn.conv2d", "grad.conv2d_input_backward", "grad.conv2d_weight_backward", "nn.max_pool2d",
+    "grad.max_pool2d_backward")}
+
+
+def _pad(x, padding, value=0.0):
+    top, left, bottom, right = padding
+    if not (top or left or bottom or right):
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=value)
+
+
+def _tap(i, j, strides, dilation, out_hw):
+    """The (rows, columns) slices of the padded input that kernel tap (i, j) reads for every output pixel."""
+    (sh, sw), (dh, dw), (ho, wo) = strides, dilation, out_hw
+    return slice(i * dh, i * dh + sh * (ho - 1) + 1, sh), slice(j * dw, j * dw + sw * (wo - 1) + 1, sw)
+
+
+def _fill_columns(cols, xpad, kernel, strides, dilation, out_hw):
+    """cols (B, C, kh, kw, Ho, Wo) <- every tap's strided slice of xpad (B, C, Hp, Wp)."""
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            rows, columns = _tap(i, j, strides, dilation, out_hw)
+            cols[:, :, i, j] = xpad[:, :, rows, columns]
+
+
+def _chunk(c, kernel, out_hw, itemsize):
+    return max(1, _CHUNK_BYTES // max(1, c * kernel[0] * kernel[1] * out_hw[0] * out_hw[1] * itemsize))
+
+
+def _fast(xp, groups, *arrays):
+    return xp is np and groups == 1 and all(a.ndim == 4 for a in arrays)
+
+
+def conv2d(xp, data, weight, strides, padding, dilation, groups):
+    """nn.conv2d: W (O, C*kh*kw) @ columns, a chunk of samples per batched matmul."""
+    if not _fast(xp, groups, data, weight):
+        return _REFERENCE["nn.conv2d"](xp, data, weight, strides, padding, dilation, groups)
+    n, c = data.shape[:2]
+    o, kernel = weight.shape[0], weight.shape[2:]
+    xpad = _pad(data, padding)
+    out_hw = tuple((xpad.shape[2 + a] - dilation[a] * (kernel[a] - 1) - 1) // strides[a] + 1 for a in range(2))
+    dtype = np.result_type(data, weight)
+    k, hw = c * kernel[0] * kernel[1], out_hw[0] * out_hw[1]
+    wmat = np.ascontiguousarray(weight.reshape(o, k), dtype=dtype)
+    out = np.empty((n, o, hw), dtype)
+    step = _chunk(c, kernel, out_hw, out.itemsize)
+    cols = np.empty((min(step, n), c) + tuple(kernel) + out_hw, dtype)
+    for s in range(0, n, step):
+        b = min(step, n - s)
+        _fill_columns(cols[:b], xpad[s:s + b], kernel, strides, dilation, out_hw)
+        np.matmul(wmat, cols[:b].reshape(b, k, hw), out=out[s:s + b])
+    return out.reshape((n, o) + out_hw)
+
+
+def conv2d_weight_backward(xp, g, data, strides, padding, dilation, groups, weight_shape):
+    """grad.conv2d_weight_backward: dW = sum over samples of g_n (O, Ho*Wo) @ columns_n^T."""
+    if not _fast(xp, groups, g, data):
+        return _REFERENCE["grad.conv2d_weight_backward"](xp, g, data, strides, padding, dilation, groups,
+                                                          weight_shape)
+    n, o = g.shape[:2]
+    c, kernel, out_hw = data.shape[1], tuple(weight_shape[2:]), g.shape[2:]
+    k, hw = c * kernel[0] * kernel[1], out_hw[0] * out_hw[1]
+    dtype = np.result_type(g, data)
+    xpad, gmat = _pad(data, padding), g.reshape(n, o, hw)
+    dw = np.zeros((o, k), dtype)
+    step = _chunk(c, kernel, out_hw, dw.itemsize)
+    cols = np.empty((min(step, n), c) + kernel + tuple(out_hw), dtype)
+    for s in range(0, n, step):
+        b = min(step, n - s)
+        _fill_columns(cols[:b], xpad[s:s + b], kernel, strides, dilation, out_hw)
+        cmat = cols[:b].reshape(b, k, hw)
+        for i in range(b):
+            dw += gmat[s + i] @ cmat[i].T
+    return dw.reshape(tuple(weight_shape))
+
+
+def conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, input_shape):
+    """grad.conv2d_input_backward (and the transposed convolution): W^T @ g_n, each tap's rows added back."""
+    if not _fast(xp, groups, g, weight):
+        return _REFERENCE["grad.conv2d_input_backward"](xp, g, weight, strides, padding, dilation, groups,
+                                                         input_shape)
+    n, o = g.shape[:2]
+    c, kernel, out_hw = weight.shape[1], weight.shape[2:], g.shape[2:]
+    k, hw = c * kernel[0] * kernel[1], out_hw[0] * out_hw[1]
+    dtype = np.result_type(g, weight)
+    top, left, bottom, right = padding
+    h, w = input_shape[2:]
+    dx = np.zeros((n, c, h + top + bottom, w + left + right), dtype)
+    wt = np.ascontiguousarray(weight.reshape(o, k).T, dtype=dtype)
+    gmat = g.reshape(n, o, hw)
+    step = _chunk(c, kernel, out_hw, dx.itemsize)
+    dcols = np.empty((min(step, n), k, hw), dtype)
+    for s in range(0, n, step):
+        b = min(step, n - s)
+        np.matmul(wt, gmat[s:s + b], out=dcols[:b])
+        taps = dcols[:b].reshape((b, c) + tuple(kernel) + tuple(out_hw))
+        for i in range(kernel[0]):
+            for j in range(kernel[1]):
+                rows, columns = _tap(i, j, strides, dilation, out_hw)
+                dx[s:s + b, :, rows, columns] += taps[:, :, i, j]
+    return dx[:, :, top:top + h, left:left + w]
+
+
+def _pool_taps(data, pool_size, strides, padding, dilation, ceil_mode):
+    """(out_hw, padding with ceil_mode's room, the -inf padded data)."""
+    out_hw, pad = _geometry(data.shape[2:], pool_size, strides, padding, dilation, ceil_mode)
+    return out_hw, pad, _pad(data, pad, -np.inf)
+
+
+def max_pool2d(xp, data, pool_size, strides, padding, dilation, ceil_mode):
+    """nn.max_pool2d: the maximum of the kh*kw strided slices (NaN propagates, as the window reduction)."""
+    if xp is not np:
+        return _REFERENCE["nn.max_pool2d"](xp, data, pool_size, strides, padding, dilation, ceil_mode)
+    out_hw, _, xpad = _pool_taps(data, pool_size, strides, padding, dilation, ceil_mode)
+    out = None
+    for i in range(pool_size[0]):
+        for j in range(pool_size[1]):
+            tap = xpad[(slice(None), slice(None)) + _tap(i, j, strides, dilation, out_hw)]
+            out = tap.copy() if out is None else np.maximum(out, tap, out=out)
+    return out
+
+
+def max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil_mode):
+    """grad.max_pool2d_backward: g to each window's first maximum (row-major; a NaN first, as argmax)."""
+    if xp is not np:
+        return _REFERENCE["grad.max_pool2d_backward"](xp, g, data, pool_size, strides, padding, dilation,
+                                                      ceil_mode)
+    out_hw, pad, xpad = _pool_taps(data, pool_size, strides, padding, dilation, ceil_mode)
+    taps = [(i, j) for i in range(pool_size[0]) for j in range(pool_size[1])]
+    best, which = None, np.zeros(g.shape, np.intp)
+    for t, (i, j) in enumerate(taps):
+        tap = xpad[(slice(None), slice(None)) + _tap(i, j, strides, dilation, out_hw)]
+        if best is None:
+            best = tap.copy()
+            continue
+        better = (tap > best) | (np.isnan(tap) & ~np.isnan(best))
+        np.copyto(best, tap, where=better)
+        which[better] = t
+    dx = np.zeros(xpad.shape, g.dtype)
+    for t, (i, j) in enumerate(taps):
+        dx[(slice(None), slice(None)) + _tap(i, j, strides, dilation, out_hw)] += np.where(which == t, g, 0)
+    h, w = data.shape[2:]
+    return dx[:, :, pad[0]:pad[0] + h, pad[1]:pad[1] + w]
+
+
+provide_kernel("nn.conv2d", conv2d)
+provide_kernel("grad.conv2d_weight_backward", conv2d_weight_backward)
+provide_kernel("grad.conv2d_input_backward", conv2d_input_backward)
+provide_kernel("nn.max_pool2d", max_pool2d)
+provide_kernel("grad.max_pool2d_backward", max_pool2d_backward)
