@@ -151,19 +151,21 @@ def max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil
         return _REFERENCE["grad.max_pool2d_backward"](xp, g, data, pool_size, strides, padding, dilation,
                                                       ceil_mode)
     out_hw, pad, xpad = _pool_taps(data, pool_size, strides, padding, dilation, ceil_mode)
-    taps = [(i, j) for i in range(pool_size[0]) for j in range(pool_size[1])]
-    best, which = None, np.zeros(g.shape, np.intp)
-    for t, (i, j) in enumerate(taps):
-        tap = xpad[(slice(None), slice(None)) + _tap(i, j, strides, dilation, out_hw)]
-        if best is None:
-            best = tap.copy()
-            continue
-        better = (tap > best) | (np.isnan(tap) & ~np.isnan(best))
-        np.copyto(best, tap, where=better)
-        which[better] = t
+    best = max_pool2d(xp, data, pool_size, strides, padding, dilation, ceil_mode)
+    nan = np.isnan(best)
+    nan = nan if nan.any() else None
+    taken, hit = np.zeros(best.shape, bool), np.empty(best.shape, bool)
     dx = np.zeros(xpad.shape, g.dtype)
-    for t, (i, j) in enumerate(taps):
-        dx[(slice(None), slice(None)) + _tap(i, j, strides, dilation, out_hw)] += np.where(which == t, g, 0)
+    for i in range(pool_size[0]):
+        for j in range(pool_size[1]):
+            where = (slice(None), slice(None)) + _tap(i, j, strides, dilation, out_hw)
+            tap = xpad[where]
+            np.equal(tap, best, out=hit)
+            if nan is not None:  # a window's maximum is NaN: its first NaN takes the gradient, as argmax
+                hit |= nan & np.isnan(tap)
+            hit &= ~taken
+            taken |= hit
+            dx[where] += g * hit
     h, w = data.shape[2:]
     return dx[:, :, pad[0]:pad[0] + h, pad[1]:pad[1] + w]
 
