@@ -18,8 +18,8 @@ import numpy as np
 
 import ir
 from ir import Binding, Block, Builder, Executor, Function, IRModule, TupleType, Var, free_vars
-from ir.runtime.executor import buffer_owner
 from ir.ops import get_op
+from ir.runtime.executor import buffer_owner
 from ir.transform.base import paused_gc
 from tracer import Tensor
 from tracer import autograd as ag

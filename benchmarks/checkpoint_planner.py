@@ -44,8 +44,8 @@ from benchmarks.checkpoint_memory import (  # noqa: E402
     torch_memory,
     torch_step,
 )
-from ir.runtime.memory import format_bytes  # noqa: E402
 from ir.nodes import role_of  # noqa: E402
+from ir.runtime.memory import format_bytes  # noqa: E402
 
 FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
 PLANS: list[tuple[float, int]] = []  # (seconds, candidates) of each make_plan call, in order

@@ -95,8 +95,8 @@ def test_tensors_models_and_optimizers_stay_on_the_gpu():
 
 def test_generated_fused_kernels_match_numpy():
     """Every CUDA form of ir/runtime/fused_cuda.py compiled by NVRTC and run, against the op's NumPy kernel."""
-    from ir.runtime import fused_cuda
     from ir.ops.fused import evaluate_unfused
+    from ir.runtime import fused_cuda
     from tests.test_fused_cuda import CHAINS, _inputs
     wrong = []
     for name, expr, dtypes in CHAINS:

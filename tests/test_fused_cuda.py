@@ -6,8 +6,8 @@ infinities and NaN. tests/test_cuda.py and benchmarks/gpu_check.py run the real 
 import numpy as np
 import pytest
 
-from ir.runtime import fused_cuda
 from ir.ops.fused import Const, Leaf, Node, evaluate_unfused, expr_text
+from ir.runtime import fused_cuda
 from ir.transform.fuse import ELEMENTWISE
 from tests import fake_cupy
 
