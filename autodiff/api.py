@@ -17,7 +17,7 @@ import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from tracer.rng import fresh_seed
 from tracer.tensor import active_trace, to_expr
 from tracer.trace import Spec, Traced, arg_type, is_scalar_input, trace_function
 
-from . import pytree
+from . import glue, pytree
 from .gradient import Gradient, _carries_gradient
 from .planner import parse_budget, plan_checkpoints
 
@@ -52,7 +52,8 @@ def _flatten_wrt(wrt):
             [f"wrt[{k!r}]" for k in keys]
     if isinstance(wrt, (list, tuple)):
         leaves, kind = list(wrt), type(wrt) if isinstance(wrt, tuple) else list
-        rebuild = (lambda gs: kind(*gs)) if hasattr(kind, "_fields") else (lambda gs: kind(gs))
+        rebuild = (lambda gs: kind(*gs)) if hasattr(kind, "_fields") else \
+            kind if kind in (list, tuple) else (lambda gs: kind(gs))
         return leaves, rebuild, [f"wrt[{i}]" for i in range(len(leaves))]
     # generators (model.parameters()) are materialized once
     try:
@@ -92,6 +93,7 @@ class _Compiled:
     inputs: list[int]  # positions of the leaves fed as parameters (tensors, Python numbers as inputs)
     rebuild: object  # the gradients (one per wrt leaf or argnums leaf) in the structure handed back
     objects: tuple = ()  # (leaf position, reference) per object leaf keyed by id: the object itself must be back
+    glues: dict = field(default_factory=dict)  # the leaves' types -> this entry's generated glue (autodiff/glue.py)
 
     def __post_init__(self):
         self.step = self.executor["main_adjoint"]  # the compiled adjoint, looked up once
@@ -100,6 +102,7 @@ class _Compiled:
 
 
 _CACHE_ENTRIES = 16  # traces kept (an old one may hold an old model's structure alive)
+_GLUES = 8  # generated glues tried before the generic path
 
 
 class _GradFunction:
@@ -124,6 +127,7 @@ class _GradFunction:
         self.cache: OrderedDict[tuple, list[_Compiled]] = OrderedDict()  # least recently used first
         self.leaf_index = {id(t): i for i, t in enumerate(self.leaves)}
         self.last: _Compiled | None = None
+        self.glues: list = []  # generated per-call glue of recent entries, most recently chosen first
 
     @property
     def module(self) -> IRModule:
@@ -149,6 +153,17 @@ class _GradFunction:
         return ir.memory_profile(mod, "main_adjoint", *arrays, device=ex.device)
 
     def __call__(self, *args, **kwargs):
+        # The fast path: a compiled signature's generated glue does the whole call, or answers MISS
+        for j, fast in enumerate(self.glues):
+            out = fast(args, kwargs)
+            if out is not glue.MISS:
+                if j:
+                    self.glues.insert(0, self.glues.pop(j))
+                return out
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict):
+        """The generic path: every call the glue does not serve (first calls, changed guards, retraces, errors)."""
         # Arguments are pytrees: from here on `args` are the flat leaves of args and kwargs, `call` their tree
         flat: list = []
         call = pytree.CallTree(args, kwargs, flat)
@@ -177,7 +192,19 @@ class _GradFunction:
         if compiled.writes:
             _refuse_aliased_writes(compiled, call, args, feed)
         self.last = compiled
+        if not self.check:
+            self._adopt_glue(compiled, call, args)
         return self._run(compiled, args, feed)
+
+    def _adopt_glue(self, c: _Compiled, call: pytree.CallTree, args) -> None:
+        """Put the glue of entry c for calls shaped like this one first (generated the first time)."""
+        types = (call.key, tuple(type(a) if type(a) is not Tensor else (Tensor, type(a._data)) for a in args))
+        if types not in c.glues:
+            c.glues[types] = glue.build(self, c, call, args)
+        fast = c.glues[types]
+        if fast is None:
+            return
+        self.glues = [fast] + [g for g in self.glues if g is not fast][:_GLUES - 1]
 
     def _remember(self, key, compiled: _Compiled) -> None:
         """Cache compiled first under key; beyond _CACHE_ENTRIES traces, the least recently used go."""
@@ -191,6 +218,8 @@ class _GradFunction:
             self.cache[oldest].pop()
             if not self.cache[oldest]:
                 del self.cache[oldest]
+        alive = {id(c) for v in self.cache.values() for c in v}
+        self.glues = [g for g in self.glues if id(g.compiled) in alive]
 
     def _key(self, call: pytree.CallTree, args) -> tuple:
         # The tree's structure, and which leaf is which wrt leaf, are part of the signature; any other
@@ -219,6 +248,7 @@ class _GradFunction:
             except Exception:  # noqa: BLE001 - any failure: the baked trace below raises the real error, if any
                 traced = trace_function(flat, args, names)
                 self.static_scalars = True
+                self.glues = []  # built for Python numbers as inputs: the generic path keys them by value now
         traced.out_tree = out.get("aux")  # how to rebuild aux from the step's aux outputs
         return traced
 

@@ -177,6 +177,7 @@ class Sources:
     missing: list[int]  # captured tensors no path reaches
     n_args: int
     root_sizes: list[tuple[int, object]]  # (slot, _size) of the function and the arguments searched
+    steps: list[tuple] = field(default_factory=list)  # per program step: (kind, key), for `emit`
 
     def resolve(self, fn, args) -> list[Tensor] | None:
         """The tensors to feed now, in captured order, or None when the step must be traced again."""
@@ -213,6 +214,115 @@ class Sources:
             return None
         return found
 
+    def emit(self, lines: Lines, fn, args: list[str], expected: dict[int, object] | None = None) -> list[str | None]:
+        """`resolve` as straight-line code appended to `lines` (whose failures mean "trace again"): `fn` is the
+        function itself (its cells and globals are read directly), `args` the names of the argument leaves;
+        `expected`: captured tensors that must be these very objects (checked first, for the caller).
+        Returns, per captured tensor, the name the code binds it to (None: not looked up, a fresh seed)."""
+        expected = expected or {}
+        slots = [lines.const(fn), *args]
+        for slot, size in self.root_sizes:
+            lines.fail(f"size_now({slots[slot]}) != {lines.const(size)}")
+        found: list[str | None] = [None] * len(self.types)
+        for (parent, _, expect, size, feeds), (kind, key) in zip(self.program, self.steps, strict=True):
+            name = lines.name("s")
+            lines.line(f"{name} = {_step_expr(lines, slots[parent], kind, key, fn if parent == 0 else None)}")
+            slots.append(name)
+            if feeds is None:
+                live = expect() if type(expect) is weakref.ref else expect
+                want = f"{lines.const(expect)}()" if type(expect) is weakref.ref else lines.const(expect)
+                lines.fail(f"{name} is not {want}")
+                if size is not None:
+                    lines.fail(_size_test(lines, name, live, size))
+                continue
+            known = next((k for k in feeds if k in expected and found[k] is None), None)
+            if known is not None:  # the very tensor (a concrete one): no type test needed
+                lines.fail(f"{name} is not {lines.const(expected[known])}")
+            else:
+                lines.fail(f"not isinstance({name}, Tensor) or {name}._var is not None")
+            data = None
+            for k in feeds:
+                if found[k] is not None:
+                    lines.fail(f"{found[k]} is not {name}")
+                    continue
+                if k in expected and k != known:
+                    lines.fail(f"{name} is not {lines.const(expected[k])}")
+                found[k] = name
+                if data is None:
+                    data = f"{name}_data"
+                    lines.line(f"{data} = {name}._data")
+                shape, dtype, kind_ = self.types[k]
+                lines.fail(f"type({data}) is not {lines.const(kind_)} or {data}.shape != {shape!r} or "
+                           f"({data}.dtype is not {lines.const(dtype)} and {data}.dtype != {lines.const(dtype)})")
+        return found
+
+
+class Lines:
+    """Python source built line by line, with the constants it names: the generated guard and glue functions
+    (`AttributeGuards`, `Sources.emit`, autodiff/glue.py) are one straight-line function each, as
+    torch.compile's guards are. `fail(cond)` returns `failure` (an expression) when cond holds."""
+
+    def __init__(self, namespace: dict, failure: str = "False", indent: int = 2):
+        self.ns, self.failure, self.indent = namespace, failure, indent
+        self.lines: list[str] = []
+        self._names: dict[str, int] = {}
+
+    def const(self, value) -> str:
+        """A name the code reads `value` by (one per distinct object)."""
+        key = f"_k{id(value)}"
+        if self.ns.get(key, self) is not value:
+            key = f"_k{len(self.ns)}"
+            while key in self.ns:
+                key += "_"
+        self.ns[key] = value
+        return key
+
+    def name(self, prefix: str) -> str:
+        """A fresh local variable name."""
+        n = self._names.get(prefix, 0)
+        self._names[prefix] = n + 1
+        return f"{prefix}{n}"
+
+    def line(self, text: str, extra: int = 0) -> None:
+        self.lines.append("    " * (self.indent + extra) + text)
+
+    def fail(self, cond: str) -> None:
+        self.line(f"if {cond}:")
+        self.line(f"return {self.failure}", 1)
+
+
+def _step_expr(lines: Lines, parent: str, kind: str, key, fn) -> str:
+    """One step of a path as an expression (`_step`'s meaning); `fn`: the parent when it is the traced function
+    itself, whose cells and globals dict never change (only their contents do)."""
+    plain = isinstance(key, str) or (type(key) is int)
+    k = repr(key) if plain else lines.const(key)
+    if kind == "attr":
+        return f"{parent}.__dict__[{k}]"
+    if kind == "item":
+        return f"{parent}[{k}]"
+    if kind == "cell" and fn is not None:
+        return f"{lines.const(fn.__closure__[key])}.cell_contents"
+    if kind == "cell":
+        return f"{parent}.__closure__[{k}].cell_contents"
+    if kind == "global" and fn is not None:
+        return f"{lines.const(fn.__globals__)}[{k}]"
+    if kind == "global":
+        return f"{parent}.__globals__[{k}]"
+    if kind == "default":
+        return f"{parent}.__defaults__[{k}]"
+    return f"step({parent}, {kind!r}, {lines.const(key)})"
+
+
+def _size_test(lines: Lines, name: str, obj, size) -> str:
+    """`size_now(name) != size` for the object `obj` found there (checked by identity just before)."""
+    if isinstance(obj, (list, tuple)):
+        return f"len({name}) != {size!r}"
+    if isinstance(obj, dict):
+        return f"tuple({name}) != {lines.const(size)}"
+    if type(getattr(obj, "__dict__", None)) is dict and not isinstance(obj, (types.FunctionType, types.MethodType)):
+        return f"len({name}.__dict__) != {size!r}"
+    return f"size_now({name}) != {lines.const(size)}"
+
 
 def _weak(obj):
     """A weak reference where the object allows one: a compiled step must not keep an old model alive."""
@@ -231,18 +341,21 @@ def _getter(kind: str, key):
     return functools.partial(_step, kind=kind, key=key)
 
 
-def _flatten(roots, n_args: int) -> list[tuple]:
+def _flatten(roots, n_args: int) -> tuple[list[tuple], list[tuple]]:
+    """(the program `Sources.resolve` walks, each step's (kind, key))."""
     program: list[tuple] = []
+    steps: list[tuple] = []
 
     def visit(node: _Node, slot: int) -> None:
         for child in node.children:
             feeds = child.feeds or None
             program.append((slot, _getter(child.kind, child.key), _weak(child.expect), child.size, feeds))
+            steps.append((child.kind, child.key))
             visit(child, n_args + len(program))
 
     for i, root in roots:
         visit(root, 0 if i is None else 1 + i)
-    return program
+    return program, steps
 
 
 def locate(fn, args, captured: list[Tensor], read=()) -> Sources:
@@ -285,7 +398,8 @@ def locate(fn, args, captured: list[Tensor], read=()) -> Sources:
     types_ = [(t._data.shape, t._data.dtype, type(t._data)) for t in captured]
     missing = [k for k in wanted.values() if k not in reached]
     root_sizes = [(0 if i is None else 1 + i, _size(obj)) for i, obj in root_objs if _size(obj) is not None]
-    return Sources(_flatten(roots, len(args)), types_, missing, len(args), root_sizes)
+    program, steps = _flatten(roots, len(args))
+    return Sources(program, types_, missing, len(args), root_sizes, steps)
 
 
 def _is_atom(obj) -> bool:
@@ -481,26 +595,34 @@ class AttributeGuards:
     def __call__(self) -> bool:
         return self.check()
 
+    def emit(self, lines: Lines) -> None:
+        """These checks inlined into another generated function (`lines`' failure when one fails)."""
+        emit_attribute_checks(lines, self.objects, self.classes)
+
     def __repr__(self) -> str:
         return f"AttributeGuards({self.size} checks)"
 
 
+GUARD_NAMES = {"M": MISSING, "Tensor": Tensor, "same_items": _same_items, "class_value": class_value,
+               "size_now": None, "step": _step}  # the names generated checks read (size_now: set below)
+
+
 def _guard_source(objects: list[tuple], classes: list[tuple]) -> tuple[str, dict]:
     """The text of `check()` and the constants it names."""
-    ns: dict = {"M": MISSING, "Tensor": Tensor, "same_items": _same_items, "class_value": class_value}
-    lines = ["def check():", "    try:"]
+    lines = Lines(dict(GUARD_NAMES))
+    emit_attribute_checks(lines, objects, classes)
+    text = ["def check():", "    try:", *lines.lines,
+            "    except Exception:  # an attribute that cannot be compared any more: trace again",
+            "        return False", "    return True"]
+    return "\n".join(text) + "\n", lines.ns
 
-    def const(value) -> str:
-        name = f"k{len(ns)}"
-        ns[name] = value
-        return name
 
-    def fail(cond: str) -> None:
-        lines.extend([f"        if {cond}:", "            return False"])
-
+def emit_attribute_checks(lines: Lines, objects: list[tuple], classes: list[tuple]) -> None:
+    """The checks of AttributeGuards(objects, classes) appended to `lines` (locals o, d, v, a)."""
+    const, fail = lines.const, lines.fail
     for ref, cls, items in objects:
         fail(f"(o := {const(ref)}()) is None or type(o) is not {const(cls)}")
-        lines.append("        d = o.__dict__")
+        lines.line("d = o.__dict__")
         for name, mode, expect in items:
             key = repr(name)
             if mode == _IS:
@@ -519,9 +641,9 @@ def _guard_source(objects: list[tuple], classes: list[tuple]) -> tuple[str, dict
     for cls, name, raw in classes:
         c, r = const(cls), const(raw)
         fail(f"getattr({c}, {name!r}, M) is not {r} and class_value({c}, {name!r}) is not {r}")
-    lines += ["    except Exception:  # an attribute that cannot be compared any more: trace again",
-              "        return False", "    return True"]
-    return "\n".join(lines) + "\n", ns
+
+
+GUARD_NAMES["size_now"] = size_now
 
 
 def attribute_guards(record: _Record, captured: dict[int, object]) -> AttributeGuards | None:
