@@ -2,10 +2,11 @@
 __tracegrad__ = True  # the marker ir/siblings.py looks for in each of tracegrad's four packages
 from ir import siblings as _siblings  # noqa: F401, I001  (first: a foreign `ir` raises there)
 from . import backward as _backward  # noqa: F401  (installs loss.backward() into tracer)
+from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from .api import TraceMismatchError, grad, gradcheck, value_and_grad
 from .gradient import Gradient
 from .planner import plan_checkpoints
 from .rules import VJPS, register_vjp
 
-__all__ = ["Gradient", "TraceMismatchError", "VJPS", "grad", "gradcheck", "plan_checkpoints", "register_vjp",
-           "value_and_grad"]
+__all__ = ["Gradient", "TraceMismatchError", "VJPS", "detect_anomaly", "grad", "gradcheck", "is_anomaly_enabled",
+           "plan_checkpoints", "register_vjp", "set_detect_anomaly", "value_and_grad"]

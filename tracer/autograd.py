@@ -21,6 +21,7 @@ from __future__ import annotations
 import weakref
 
 from ir import Builder, Call, TensorType, Tuple, Var
+from ir.runtime import anomaly as _anomaly
 from ir.runtime.executor import buffer_owner
 
 from .grad_mode import (  # noqa: F401  (torch.autograd's names, here too)
@@ -31,6 +32,7 @@ from .grad_mode import (  # noqa: F401  (torch.autograd's names, here too)
     no_grad,
     set_grad_enabled,
 )
+from .source import user_source
 from .tensor import dtype_name
 
 # ---------------------------------------------------------------- version counters
@@ -109,7 +111,8 @@ class Tape:
     a leaf or an input), eager value and the value's buffer version at recording."""
 
     def __init__(self):
-        self.builder = Builder()
+        # with detect_anomaly on, each binding records the user's line its message names (a frame walk per op)
+        self.builder = Builder(locate=user_source if _anomaly.enabled else None)
         self.parts: list[tuple] = []
         self.vars: list[Var] = []
         self.bindings: list = []

@@ -13,9 +13,11 @@ import numpy as np
 import ir
 from ir import Constant, Expr, TensorType, Var, make_call
 from ir.ops import get_op
+from ir.runtime import anomaly as _anomaly
 from ir.structural import attrs_key
 
 from .device import check_same_device, device_of
+from .source import user_source
 
 _DTYPE_NAMES = {np.dtype(d): d for d in ir.DTYPES}
 
@@ -407,6 +409,8 @@ def _run_eager(op_name, inputs, attrs):
         xp = _cupy_module(None)
         arrays = [xp.asarray(a) for a in arrays]
     out = op.kernel(xp, tuple(arrays), **attrs) if tuple_input else op.kernel(xp, *arrays, **attrs)
+    if _anomaly.enabled:  # autodiff.detect_anomaly: a NaN or inf born here raises
+        _anomaly.check_eager(op_name, arrays, attrs, out, user_source)
     if isinstance(out, tuple):
         result = tuple(Tensor.wrap(o) for o in out)
     else:

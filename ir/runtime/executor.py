@@ -21,7 +21,7 @@ from ..cuda_hint import require_cupy
 from ..nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from ..ops.registry import get_op
 from ..types import IRError, TensorType, TupleType, Type
-from . import storage
+from . import anomaly, storage
 from .codegen import generate
 from .instructions import ALIAS, CALL, GETITEM, SPEC, TUPLE
 from .reuse import FRESH, plan_reuse
@@ -257,6 +257,8 @@ class CompiledFunction:
             spec = specs[i]
             if spec is None or type(a) is not ndarray or a.shape != spec[0] or a.dtype != spec[1]:
                 args[i] = _check_arg(xp, self.params[i], a, self.name)
+        if anomaly.enabled:  # autodiff.detect_anomaly: the interpreter, each binding's result checked
+            return anomaly.run(self, args)
         if self.observer is None and not self.check_types:
             # Peak bytes depend only on the arguments' layouts (strides, buffer sizes, shared buffers):
             # counted once per layout by the interpreter below, then the generated function runs bare.

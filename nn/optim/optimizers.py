@@ -7,6 +7,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from autodiff.anomaly import check_optimizer
+from ir.runtime import anomaly as _anomaly
 from nn.module import zero_grads
 from tracer import Tensor, enable_grad
 from tracer.autograd import bump
@@ -160,6 +162,8 @@ class Optimizer(ABC):
                 raise ValueError(f"{type(self).__name__}.step: gradient {i} has shape {tuple(g.shape)} but "
                                  f"parameter {i} ({p._name or 'unnamed'}) has shape {p.shape}")
             arrays.append(g)
+        if _anomaly.enabled:  # autodiff.detect_anomaly: a NaN gradient names its parameter
+            check_optimizer(self, arrays, "gradient")
         self.step_count += 1
         for i, (p, g, state) in enumerate(zip(self.params, arrays, self.state, strict=True)):
             if g is None:
@@ -169,6 +173,9 @@ class Optimizer(ABC):
                 if hasattr(v, "shape") and type(v) is not type(p._data):
                     state[k] = as_array(v, p._data)
             self._update(p._data, g, state, self.step_count - self.skipped[i], self.param_groups[self._group_of[i]])
+        if _anomaly.enabled:
+            check_optimizer(self, [None if g is None else p._data for p, g in zip(self.params, arrays, strict=True)],
+                            "parameter")
         return loss
 
     def _by_name(self, grads: Mapping) -> list:

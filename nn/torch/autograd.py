@@ -4,8 +4,6 @@ recorded: backward() compiles the recorded IR's adjoint, which has no place for 
 works, calling `.apply` raises a NotImplementedError that says what to do instead."""
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
 import tracer
@@ -71,22 +69,19 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
                                         for a in inputs], eps=eps, rtol=rtol, atol=atol)
 
 
-@contextlib.contextmanager
 def detect_anomaly(check_nan: bool = True):
-    """torch.autograd.detect_anomaly(): autodiff.detect_anomaly where tracegrad has it, else accepted."""
+    """torch.autograd.detect_anomaly(check_nan=True): autodiff.detect_anomaly (check_nan=False: off, as
+    tracegrad records no extra tracebacks)."""
     import autodiff
 
-    inner = getattr(autodiff, "detect_anomaly", None)
-    if inner is None:
-        yield
-        return
-    with inner():
-        yield
+    return autodiff.detect_anomaly(bool(check_nan))
 
 
-def set_detect_anomaly(mode: bool):
-    """Accepted (see detect_anomaly)."""
-    return contextlib.nullcontext()
+def set_detect_anomaly(mode: bool, check_nan: bool = True):
+    """torch.autograd.set_detect_anomaly(mode): autodiff.set_detect_anomaly (also a context manager)."""
+    import autodiff
+
+    return autodiff.set_detect_anomaly(bool(mode) and bool(check_nan))
 
 
 __all__ = ["Function", "FunctionCtx", "Variable", "backward", "detect_anomaly", "enable_grad", "grad", "gradcheck",
