@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     markers,
     nn,
     reduction,
+    rnn_cell,
     scan,
     svd,
     unary_math,

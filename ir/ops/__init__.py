@@ -17,6 +17,7 @@ from . import (  # noqa: F401
     nn,
     random,
     reduction,
+    rnn_cell,
     scan,
     search,
     sort,
