@@ -44,7 +44,7 @@ def _say(text: str) -> None:
 def run(args, have: set) -> dict:
     """Every workload's measurements, the cold first calls and (with --plot) the scaling run."""
     rounds = args.rounds or (5 if args.quick else 15)
-    out = {"results": {}, "cold": {}}
+    out = {"results": {}, "cold": {}, "quick": args.quick}
     with tempfile.TemporaryDirectory(prefix="tracegrad-bench-cache-") as cache:  # cold, then warm kernels
         for wl, contenders in report.plan(args.quick, have, args.only, args.skip).items():
             if not contenders:

@@ -3,7 +3,7 @@ and the speed targets with the measured ratio beside each. Pure functions of the
 here), so the tests render fake ones.
 
 A run's measurements: `{"results": {workload: {label: {"step": s, "first": s, "faults": per step,
-"peak": bytes or None}}}, "cold": {workload: s}}`; "cold" is the first call of `tracegrad fast` with an
+"peak": bytes or None}}}, "cold": {workload: s}, "quick": bool}`; "cold" is the first call of `tracegrad fast` with an
 empty kernel cache (numba compiles every kernel), beside the table's warm-cache first call.
 """
 from __future__ import annotations
@@ -90,11 +90,24 @@ def render_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def _ratio_target(results, wl, a, b, limit, text, strict=False):
-    rows = results.get(wl, {})
+def why_missing(run: dict, have: set, wl: str, label: str) -> str:
+    """Why row `label` of workload `wl` has no measurement: not installed, not in --quick, not run."""
+    module = {"tracegrad fast": "numba", "torch": "torch", "torch.compile": "torch", "jax": "jax"}.get(label)
+    if module is not None and module not in have:
+        return f"{module} not installed"
+    if wl not in run["results"]:
+        return f"{wl} not run"
+    if label == "torch.compile" and run.get("quick"):
+        return "torch.compile not in --quick"
+    if label == "jax" and wl != "mlp" and wl != "tiny":
+        return f"no JAX {wl} workload"
+    return f"{label} not measured"
+
+
+def _ratio_target(run, have, wl, a, b, limit, text, strict=False):
+    rows = run["results"].get(wl, {})
     if a not in rows or b not in rows:
-        missing = a if a not in rows else b
-        return text, "-", f"skipped ({missing} not measured)"
+        return text, "-", f"skipped ({why_missing(run, have, wl, a if a not in rows else b)})"
     ratio = rows[a]["step"] / rows[b]["step"]
     ok = ratio < limit if strict else ratio <= limit
     return text, f"{ratio:.2f}x", "pass" if ok else "miss"
@@ -104,18 +117,22 @@ def targets(run: dict, have: set) -> list[tuple[str, str, str]]:
     """(target, measured, verdict) for every speed target; verdict is pass, miss or skipped (why)."""
     res, cold = run["results"], run.get("cold", {})
     fast, plain, top = "tracegrad fast", "tracegrad numpy", best(have)
+
+    def ratio(*spec, strict=False):
+        return _ratio_target(run, have, *spec, strict=strict)
+
     out = [
-        _ratio_target(res, "gpt", fast, "torch", 0.8, "GPT <= 0.8x torch eager (fast)"),
-        _ratio_target(res, "gpt", plain, "torch", 1.0, "GPT <= 1.0x torch eager (plain NumPy)"),
-        _ratio_target(res, "gpt", top, "torch.compile", 1.0, f"GPT below torch.compile ({top})", strict=True),
-        _ratio_target(res, "gpt", top, "jax", 1.0, f"GPT below JAX jit ({top})", strict=True),
-        _ratio_target(res, "tiny", fast, "numpy", 0.6, "tiny MLP <= 0.6x hand NumPy (fast)"),
-        _ratio_target(res, "tiny", fast, "torch", 0.25, "tiny MLP >= 4x faster than torch eager: <= 0.25x (fast)"),
-        _ratio_target(res, "tiny", plain, "numpy", 1.3, "tiny MLP <= 1.3x hand NumPy (plain NumPy)"),
-        _ratio_target(res, "mlp", top, "torch", 1.0, f"MLP <= 1.0x torch eager ({top})"),
-        _ratio_target(res, "mlp", top, "numpy", 1.0, f"MLP <= 1.0x hand NumPy ({top})"),
-        _ratio_target(res, "mnist", top, "torch", 1.0, f"mnist CNN <= 1.0x torch eager ({top})"),
-        _ratio_target(res, "wlm", top, "torch", 1.0, f"word_language_model LSTM <= 1.0x torch eager ({top})"),
+        ratio("gpt", fast, "torch", 0.8, "GPT <= 0.8x torch eager (fast)"),
+        ratio("gpt", plain, "torch", 1.0, "GPT <= 1.0x torch eager (plain NumPy)"),
+        ratio("gpt", top, "torch.compile", 1.0, f"GPT below torch.compile ({top})", strict=True),
+        ratio("gpt", top, "jax", 1.0, f"GPT below JAX jit ({top})", strict=True),
+        ratio("tiny", fast, "numpy", 0.6, "tiny MLP <= 0.6x hand NumPy (fast)"),
+        ratio("tiny", fast, "torch", 0.25, "tiny MLP >= 4x faster than torch eager: <= 0.25x (fast)"),
+        ratio("tiny", plain, "numpy", 1.3, "tiny MLP <= 1.3x hand NumPy (plain NumPy)"),
+        ratio("mlp", top, "torch", 1.0, f"MLP <= 1.0x torch eager ({top})"),
+        ratio("mlp", top, "numpy", 1.0, f"MLP <= 1.0x hand NumPy ({top})"),
+        ratio("mnist", top, "torch", 1.0, f"mnist CNN <= 1.0x torch eager ({top})"),
+        ratio("wlm", top, "torch", 1.0, f"word_language_model LSTM <= 1.0x torch eager ({top})"),
     ]
     gpt = res.get("gpt", {})
     two = top + " 2 threads"
@@ -124,12 +141,14 @@ def targets(run: dict, have: set) -> list[tuple[str, str, str]]:
         out.append((f"GPT on 2 threads >= 1.5x faster than 1 ({top})", f"{speedup:.2f}x",
                     "pass" if speedup >= 1.5 else "miss"))
     else:
-        out.append((f"GPT on 2 threads >= 1.5x faster than 1 ({top})", "-", "skipped (not measured)"))
+        missing = two if top in gpt else top
+        out.append((f"GPT on 2 threads >= 1.5x faster than 1 ({top})", "-",
+                    f"skipped ({why_missing(run, have, 'gpt', missing)})"))
     for wl, limit in (("mlp", 0.05), ("gpt", 0.5)):
         text = f"first call {TITLES[wl].split(' ')[0]} <= {limit * 1e3:.0f} ms, warm kernel cache ({top})"
         row = res.get(wl, {}).get(top)
         if row is None:
-            out.append((text, "-", "skipped (not measured)"))
+            out.append((text, "-", f"skipped ({why_missing(run, have, wl, top)})"))
             continue
         measured = f"{row['first'] * 1e3:.0f} ms"
         if wl in cold:
@@ -139,7 +158,7 @@ def targets(run: dict, have: set) -> list[tuple[str, str, str]]:
         row = gpt.get(label)
         text = f"minor page faults per GPT step <= 500 ({label})"
         if row is None:
-            out.append((text, "-", "skipped (not measured)"))
+            out.append((text, "-", f"skipped ({why_missing(run, have, 'gpt', label)})"))
         else:
             out.append((text, f"{row['faults']:.0f}", "pass" if row["faults"] <= 500 else "miss"))
     return out

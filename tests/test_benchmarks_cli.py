@@ -65,12 +65,12 @@ def test_targets_pass_miss_and_skip():
     assert got["GPT <= 0.8x torch eager (fast)"] == ("0.75x", "pass")
     assert got["GPT <= 1.0x torch eager (plain NumPy)"] == ("1.25x", "miss")
     assert got["GPT below torch.compile (tracegrad fast)"] == ("0.86x", "pass")
-    assert got["GPT below JAX jit (tracegrad fast)"][1].startswith("skipped")
+    assert got["GPT below JAX jit (tracegrad fast)"] == ("-", "skipped (jax not installed)")
     assert got["tiny MLP <= 0.6x hand NumPy (fast)"] == ("0.50x", "pass")
     assert got["tiny MLP >= 4x faster than torch eager: <= 0.25x (fast)"] == ("0.10x", "pass")
     assert got["tiny MLP <= 1.3x hand NumPy (plain NumPy)"] == ("1.20x", "pass")
     assert got["MLP <= 1.0x torch eager (tracegrad fast)"] == ("1.03x", "miss")
-    assert got["mnist CNN <= 1.0x torch eager (tracegrad fast)"][1].startswith("skipped")
+    assert got["mnist CNN <= 1.0x torch eager (tracegrad fast)"] == ("-", "skipped (mnist not run)")
     assert got["GPT on 2 threads >= 1.5x faster than 1 (tracegrad fast)"] == ("2.00x", "pass")
     assert got["first call MLP <= 50 ms, warm kernel cache (tracegrad fast)"] == ("60 ms", "miss")
     assert got["first call GPT <= 500 ms, warm kernel cache (tracegrad fast)"] == (
@@ -85,8 +85,14 @@ def test_targets_without_numba_use_the_plain_path():
     run = fake_run()
     for rows in run["results"].values():
         rows.pop("tracegrad fast")
-    got = {t: (m, v) for t, m, v in report.targets(run, {"torch"})}
-    assert got["GPT <= 0.8x torch eager (fast)"][1] == "skipped (tracegrad fast not measured)"
+    run["quick"] = True
+    del run["results"]["gpt"]["torch.compile"]
+    got = {t: (m, v) for t, m, v in report.targets(run, {"torch", "jax"})}
+    assert got["GPT <= 0.8x torch eager (fast)"][1] == "skipped (numba not installed)"
+    assert got["GPT below torch.compile (tracegrad numpy)"][1] == "skipped (torch.compile not in --quick)"
+    assert got["GPT below JAX jit (tracegrad numpy)"][1] == "skipped (no JAX gpt workload)"
+    assert got["GPT on 2 threads >= 1.5x faster than 1 (tracegrad numpy)"][1] == (
+        "skipped (tracegrad numpy 2 threads not measured)")
     assert got["MLP <= 1.0x hand NumPy (tracegrad numpy)"] == ("1.00x", "pass")
 
 
