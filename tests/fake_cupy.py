@@ -18,6 +18,7 @@ tests/test_cuda.py runs the real thing on a GPU.
 from __future__ import annotations
 
 import collections
+import math
 import operator
 import re
 import types
@@ -267,9 +268,20 @@ def _math(fn, float_dtype):
     return lambda *a: np.asarray(fn(*a)).astype(float_dtype)
 
 
-def _erf(x):
-    from ir.ops.special import erf
-    return erf(np, np.asarray(x))
+def _special(name):
+    def fn(x):  # the op's own NumPy kernel (SciPy's where installed, else its series), as C's erff/erfinvf
+        from ir.ops import special
+        return getattr(special, name)(np, np.asarray(x))
+    return fn
+
+
+def _lgamma(x):  # C's lgamma of a double, by an independent route: math.lgamma, +inf at its poles
+    def one(v):
+        try:
+            return math.lgamma(v)
+        except ValueError:
+            return math.inf
+    return np.vectorize(one, otypes=[np.float64])(np.asarray(x, np.float64))
 
 
 _NAMES = {"tg_where": np.where, "tg_int64": lambda x: np.asarray(x).astype(np.int64),
@@ -277,8 +289,14 @@ _NAMES = {"tg_where": np.where, "tg_int64": lambda x: np.asarray(x).astype(np.in
           **{name: (lambda x, t=t: np.asarray(x).astype(t)) for name, t in
              (("float", np.float32), ("double", np.float64), ("bool", np.bool_), ("int", np.int32))}}
 for _c, _fn in (("exp", np.exp), ("log", np.log), ("sqrt", np.sqrt), ("sin", np.sin), ("cos", np.cos),
-                ("tanh", np.tanh), ("fabs", np.abs), ("log1p", np.log1p), ("pow", np.power), ("erf", _erf),
-                ("fmax", np.fmax), ("fmin", np.fmin)):
+                ("tanh", np.tanh), ("fabs", np.abs), ("log1p", np.log1p), ("pow", np.power),
+                ("erf", _special("erf")), ("erfc", _special("erfc")), ("erfinv", _special("erfinv")),
+                ("fmax", np.fmax), ("fmin", np.fmin), ("tan", np.tan), ("asin", np.arcsin), ("acos", np.arccos),
+                ("atan", np.arctan), ("sinh", np.sinh), ("cosh", np.cosh), ("asinh", np.arcsinh),
+                ("acosh", np.arccosh), ("atanh", np.arctanh), ("log2", np.log2), ("log10", np.log10),
+                ("expm1", np.expm1), ("exp2", np.exp2), ("atan2", np.arctan2), ("hypot", np.hypot),
+                ("copysign", np.copysign), ("fmod", np.fmod), ("floor", np.floor), ("ceil", np.ceil),
+                ("trunc", np.trunc), ("rint", np.rint), ("lgamma", _lgamma)):
     _NAMES[_c] = _math(_fn, np.float64)
     _NAMES[_c + "f"] = _math(_fn, np.float32)
 

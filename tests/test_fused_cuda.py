@@ -16,6 +16,11 @@ UNARY = ["negative", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
          "nn.log_sigmoid"]
 BINARY = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum"]
 COMPARE = ["less", "less_equal", "greater", "greater_equal", "equal", "not_equal"]
+# issue 22's ops (floor_divide and floor_mod follow NumPy's npy_divmod step by step, so they are compared too)
+UNARY_22 = ["tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv",
+            "log2", "log10", "log1p", "expm1", "exp2", "sign", "trunc", "floor", "ceil", "lgamma"]
+BINARY_22 = ["atan2", "hypot", "copysign", "log_add_exp", "xlogy", "fmax", "fmin", "mod", "floor_mod",
+             "floor_divide", "heaviside"]
 
 
 def _chains():
@@ -23,11 +28,15 @@ def _chains():
     x0, x1, x2 = Leaf(0), Leaf(1), Leaf(2)
     rows = []
     for dtype in ("float32", "float64"):
-        for op in UNARY:
+        for op in UNARY + UNARY_22:
             rows.append((f"{op}-{dtype}", Node(op, (x0,), {}), (dtype,)))
+        for decimals in (0, 2, -1):
+            rows.append((f"round{decimals}-{dtype}", Node("round", (Node("multiply", (x0, Const(1.37, dtype)), {}),),
+                                                        {"decimals": decimals}), (dtype,)))
+        rows.append((f"clamp-{dtype}", Node("clamp", (x0, x1, x2), {}), (dtype,) * 3))
         for approximate in ("none", "tanh"):
             rows.append((f"gelu-{approximate}-{dtype}", Node("nn.gelu", (x0,), {"approximate": approximate}), (dtype,)))
-        for op in BINARY + COMPARE:
+        for op in BINARY + BINARY_22 + COMPARE:
             rows.append((f"{op}-{dtype}", Node(op, (x0, x1), {}), (dtype, dtype)))
         rows.append((f"where-{dtype}", Node("where", (x2, x0, x1), {}), (dtype, dtype, "bool")))
         other = "float64" if dtype == "float32" else "float32"

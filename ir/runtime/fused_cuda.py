@@ -10,8 +10,11 @@ arithmetic, parenthesized comparisons, `|` between them, functional casts such a
 `a ? b : c` as the preamble's `tg_where` macro), so tests/fake_cupy.py runs the generated text on a
 CPU and a wrong formula fails there.
 
-A chain with a sub-op or a dtype without a form here (float16, integer arithmetic) gives None and
-runs op by op. Kernels are cached by (expr, input dtypes).
+A form whose formula reads a sub-expression several times (floor_divide's NumPy algorithm, clamp) binds it
+once with `let`, a temporary of its own. Functions that NumPy's kernel computes in float64 whatever the
+input (lgamma) are called on `double(x)` here too. A chain with a sub-op or a dtype without a form here
+(float16, integer arithmetic; the ops in FALLBACK) gives None and runs op by op. Kernels are cached by
+(expr, input dtypes).
 """
 from __future__ import annotations
 
@@ -88,8 +91,104 @@ FORMS = {
     "where": lambda a, m, c, attrs: f"tg_where({a[0]}, {a[1]}, {a[2]})",
     "astype": lambda a, m, c, attrs: f"{_CASTS[attrs['dtype']]}({a[0]})",
 }
-# every op ir.transform.FuseElementwise fuses has a form above; these run op by op on CUDA instead
-FALLBACK: frozenset = frozenset()
+
+
+# ---------------------------------------------------------------- issue 22's elementwise ops
+
+
+def _let(fn):
+    """A form that binds sub-expressions to temporaries: it is called with `let(text, of=dtype) -> name`."""
+    fn.uses_let = True
+    return fn
+
+
+def _via_double(name):
+    # the NumPy kernel computes in float64 whatever the input dtype, then rounds once
+    return _float(lambda a, m, c, attrs: f"{name}(double({a[0]}))")
+
+
+def _sign(a, m, c, attrs):
+    # (x > 0) - (x < 0): 0 for NaN and for -0.0 (+0.0), as torch's sign
+    return f"tg_where(({a[0]} > {c(0)}), {c(1)}, tg_where(({a[0]} < {c(0)}), {c(-1)}, {c(0)}))"
+
+
+def _round(a, m, c, attrs):
+    # as ir.ops.unary_math._round: rint(x * 10^d) / 10^d, rint(x / 10^-d) * 10^-d, half to even
+    decimals = attrs.get("decimals", 0)
+    if decimals == 0:
+        return f"{m('rint')}({a[0]})"
+    scale = c(10.0 ** abs(decimals))
+    if decimals > 0:
+        return f"({m('rint')}(({a[0]} * {scale})) / {scale})"
+    return f"({m('rint')}(({a[0]} / {scale})) * {scale})"
+
+
+def _log_add_exp(a, m, c, attrs, let):
+    # NumPy's npy_logaddexp: x + log 2 when equal (infinities of one sign), else the larger plus
+    # log1p(exp(-|x - y|)); NaN from the difference otherwise
+    x, y = a
+    d = let(f"({x} - {y})")
+    return (f"tg_where(({x} == {y}), ({x} + {c(math.log(2.0))}), tg_where(({d} > {c(0)}), ({x} + {m('log1p')}"
+            f"({m('exp')}((-{d})))), tg_where(({d} <= {c(0)}), ({y} + {m('log1p')}({m('exp')}({d}))), {d})))")
+
+
+def _xlogy(a, m, c, attrs):
+    x, y = a
+    return f"tg_where((({x} == {c(0)}) & ({y} == {y})), {c(0)}, ({x} * {m('log')}({y})))"
+
+
+def _floor_mod(a, m, c, attrs, let):
+    # NumPy's npy_divmod remainder: fmod, then the divisor's sign (+-0 as the divisor's); NaN for b == 0
+    x, y = a
+    r = let(f"{m('fmod')}({x}, {y})")
+    return (f"tg_where(({y} == {c(0)}), {r}, tg_where(({r} != {c(0)}), tg_where((({y} < {c(0)}) != ({r} < {c(0)})),"
+            f" ({r} + {y}), {r}), {m('copysign')}({c(0)}, {y})))")
+
+
+def _floor_divide(a, m, c, attrs, let):
+    # NumPy's npy_floor_divide: a / b for b == 0; else (a - fmod(a, b)) / b, one less when the remainder's
+    # sign differs from b's, floored and rounded back up past .5, +-0 with the sign of a / b
+    x, y = a
+    r = let(f"{m('fmod')}({x}, {y})")
+    q = let(f"(({x} - {r}) / {y})")
+    d = let(f"tg_where((({r} != {c(0)}) & (({y} < {c(0)}) != ({r} < {c(0)}))), ({q} - {c(1)}), {q})")
+    f = let(f"{m('floor')}({d})")
+    rounded = f"tg_where((({d} - {f}) > {c(0.5)}), ({f} + {c(1)}), {f})"
+    return (f"tg_where(({y} == {c(0)}), ({x} / {y}), tg_where(({d} != {c(0)}), {rounded}, "
+            f"{m('copysign')}({c(0)}, ({x} / {y}))))")
+
+
+def _heaviside(a, m, c, attrs):
+    x, values = a
+    return f"tg_where(({x} == {c(0)}), {values}, tg_where(({x} > {c(0)}), {c(1)}, {c(0)}))"  # NaN gives 0
+
+
+def _clamp(a, m, c, attrs, let):
+    # minimum(maximum(x, min), max): NaN anywhere gives NaN, min > max gives max
+    low = let(_max(a[0], a[1]))
+    return _min(low, a[2])
+
+
+def _c_binary(name):
+    return _float(lambda a, m, c, attrs: f"{m(name)}({a[0]}, {a[1]})")
+
+
+FORMS.update({
+    **{op: _math(op) for op in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf",
+                                "erfc", "erfinv", "log2", "log10", "log1p", "expm1", "exp2", "trunc", "floor",
+                                "ceil")},
+    "lgamma": _via_double("lgamma"),
+    "atan2": _c_binary("atan2"), "hypot": _c_binary("hypot"), "copysign": _c_binary("copysign"),
+    "fmax": _c_binary("fmax"), "fmin": _c_binary("fmin"), "mod": _c_binary("fmod"),
+    "log_add_exp": _float(_let(_log_add_exp)), "xlogy": _float(_xlogy),
+    "floor_mod": _float(_let(_floor_mod)), "floor_divide": _float(_let(_floor_divide)),
+    "heaviside": _float(_heaviside), "sign": _float(_sign), "round": _float(_round),
+    "clamp": _let(_clamp),
+})
+# every op ir.transform.FuseElementwise fuses has a form above; these run op by op on CUDA instead:
+# CUDA's math library has no digamma or polygamma (a C transcription of ir.ops.gamma_fns' shifted series
+# would be a second implementation to keep in step)
+FALLBACK: frozenset = frozenset({"digamma", "polygamma"})
 
 
 def literal(value, dtype: str) -> str:
@@ -153,10 +252,16 @@ def kernel_source(expr: str, dtypes: tuple) -> Source | None:
         if dtype not in _NODE_DTYPES or (getattr(form, "float_only", False) and not floating):
             return None
         suffix = "f" if dtype == "float32" else ""
-        text = form([a for a, _ in args], lambda name: name + suffix, lambda v: literal(v, dtype), n.attrs)
-        name = f"t{len(lines)}"
-        lines.append(f"{C_TYPES[dtype]} {name} = {text};")
-        return name, dtype
+
+        def let(text, of=dtype):
+            """Bind `text` to a new temporary of dtype `of` (the node's by default); its name."""
+            name = f"t{len(lines)}"
+            lines.append(f"{C_TYPES[of]} {name} = {text};")
+            return name
+
+        extra = {"let": let} if getattr(form, "uses_let", False) else {}
+        text = form([a for a, _ in args], lambda name: name + suffix, lambda v: literal(v, dtype), n.attrs, **extra)
+        return let(text), dtype
 
     result = emit(node)
     if result is None or not lines:

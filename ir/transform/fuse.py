@@ -30,16 +30,12 @@ from .base import FunctionPass, replace_bindings
 ELEMENTWISE = frozenset({
     "add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "negative", "abs", "exp", "log",
     "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "nn.relu", "nn.silu", "nn.log_sigmoid", "nn.gelu",
-    "less", "less_equal", "greater", "greater_equal", "equal", "not_equal", "where", "astype"})
-# issue 22's elementwise ops: they fuse on every device, but ir.runtime.fused_cuda has no C form for them yet,
-# so on CUDA a chain holding one runs op by op (its kernel_source is None); ELEMENTWISE stays the set with a
-# CUDA form, which tests/test_fused_cuda.py checks
-ELEMENTWISE_NO_CUDA_FORM = frozenset({
+    "less", "less_equal", "greater", "greater_equal", "equal", "not_equal", "where", "astype",
+    # issue 22's
     "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv", "log2",
     "log10", "log1p", "expm1", "exp2", "atan2", "hypot", "copysign", "log_add_exp", "xlogy", "fmax", "fmin",
     "mod", "floor_mod", "floor_divide", "heaviside", "sign", "trunc", "floor", "ceil", "round", "clamp",
     "lgamma", "digamma", "polygamma"})
-FUSABLE = ELEMENTWISE | ELEMENTWISE_NO_CUDA_FORM
 DTYPES = frozenset({"float16", "float32", "float64", "bool"})  # integer division keeps its own checks
 
 _enabled = os.environ.get("TRACEGRAD_FUSE", "0") not in ("0", "false", "off", "")
@@ -68,7 +64,7 @@ def fusion(on: bool):
 
 
 def _fusable(value) -> bool:
-    if not isinstance(value, Call) or value.op not in FUSABLE or not isinstance(value.type, TensorType):
+    if not isinstance(value, Call) or value.op not in ELEMENTWISE or not isinstance(value.type, TensorType):
         return False
     if value.type.dtype not in DTYPES:
         return False
