@@ -76,6 +76,9 @@ def build(workload: str, library: str, quick: bool = False):
             return w.mlp_jax(jax, params, x, one_hot)
         return w.mlp_torch(torch, params, x, one_hot, compiled=compiled)
     if workload == "gpt":
+        if library == "jax":
+            import jax
+            return w.gpt_jax(jax, w.GPT_SHAPE)
         return w.gpt_tracegrad(w.GPT_SHAPE) if library == "tracegrad" else w.gpt_torch(torch, w.GPT_SHAPE, compiled)
     if workload == "mnist":
         return w.mnist_tracegrad() if library == "tracegrad" else w.mnist_torch(torch)
@@ -124,6 +127,8 @@ def worker(workload: str, library: str, quick: bool, first_only: bool) -> None:
 def _env(c: Contender, cache: str | None) -> dict:
     env = {**os.environ, **{v: str(c.threads) for v in THREAD_VARS}, **c.env, "PYTHONPATH": str(ROOT)}
     env.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+    if c.library == "jax" and c.threads == 1:  # XLA's CPU thread pool ignores OMP_NUM_THREADS
+        env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
     if cache is not None:
         env["TRACEGRAD_CACHE"] = cache
     return env

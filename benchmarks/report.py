@@ -27,7 +27,7 @@ COLUMNS = (
 ROW_NOTES = (
     "tracegrad numpy: TRACEGRAD_KERNELS=numpy, the plain NumPy path (what runs without the `fast` extra)",
     "tracegrad fast: the `fast` extra's numba kernels, fusion on (TRACEGRAD_FUSE=1); a row only with numba",
-    "torch: PyTorch eager; torch.compile: Dynamo+Inductor (not in --quick); jax: jax.jit (when installed)",
+    "torch: PyTorch eager; torch.compile: Dynamo+Inductor (not in --quick); jax: one jax.jit-ed step (when installed)",
 )
 
 
@@ -59,7 +59,7 @@ def plan(quick: bool, have: set, only=None, skip=()) -> dict[str, list[Contender
             rows += [Contender("torch", "torch")] if torch else []
             if torch and not quick and wl in ("mlp", "tiny", "gpt"):
                 rows.append(Contender("torch.compile", "torch.compile"))
-            if "jax" in have and wl in ("mlp", "tiny"):
+            if "jax" in have and wl in ("mlp", "tiny", "gpt"):
                 rows.append(Contender("jax", "jax"))
             if wl == "gpt":  # the 2-vs-1-thread target
                 c = next(c for c in tg if c.label == best(have))
@@ -99,7 +99,7 @@ def why_missing(run: dict, have: set, wl: str, label: str) -> str:
         return f"{wl} not run"
     if label == "torch.compile" and run.get("quick"):
         return "torch.compile not in --quick"
-    if label == "jax" and wl != "mlp" and wl != "tiny":
+    if label == "jax" and wl not in ("mlp", "tiny", "gpt"):
         return f"no JAX {wl} workload"
     return f"{label} not measured"
 

@@ -396,3 +396,62 @@ def wlm_tracegrad(s=WLM_SHAPE):
         return value
     step.stats = lambda: vg.stats
     return step
+
+
+# ---------------------------------------------------------------- the GPT in JAX (for `python -m benchmarks`)
+
+
+def gpt_jax(jax, shape, seed=0):
+    """The GPT's architecture (pre-LN blocks, causal attention, tanh-GELU MLP 4x, cross-entropy) as one
+    `jax.jit`-ed SGD step over a pytree of float32 weights (normal(0, 0.02) init, zero biases, unit LN gains)."""
+    jnp = jax.numpy
+    d, heads, vocab, t = shape["width"], shape["heads"], shape["vocab"], shape["context"]
+    rng = np.random.default_rng(seed)
+
+    def dense(n_in, n_out):
+        return {"w": jnp.asarray(rng.normal(0, 0.02, (n_in, n_out)).astype("float32")),
+                "b": jnp.zeros(n_out, "float32")}
+
+    def norm():
+        return {"g": jnp.ones(d, "float32"), "b": jnp.zeros(d, "float32")}
+
+    params = {"tok": jnp.asarray(rng.normal(0, 0.02, (vocab, d)).astype("float32")),
+              "pos": jnp.asarray(rng.normal(0, 0.02, (t, d)).astype("float32")),
+              "blocks": [{"ln1": norm(), "ln2": norm(), "qkv": dense(d, 3 * d), "proj": dense(d, d),
+                          "fc": dense(d, 4 * d), "out": dense(4 * d, d)} for _ in range(shape["layers"])],
+              "ln": norm(), "head": dense(d, vocab)}
+
+    def layer_norm(p, x):
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) / jnp.sqrt(var + 1e-5) * p["g"] + p["b"]
+
+    def linear(p, x):
+        return x @ p["w"] + p["b"]
+
+    def loss(params, idx, y):
+        b = idx.shape[0]
+        x = params["tok"][idx] + params["pos"][None]
+        mask = jnp.triu(jnp.ones((t, t), bool), 1)
+        for p in params["blocks"]:
+            q, k, v = linear(p["qkv"], layer_norm(p["ln1"], x)).reshape(b, t, 3, heads, d // heads).transpose(
+                2, 0, 3, 1, 4)
+            s = jnp.where(mask, -jnp.inf, q @ k.swapaxes(-1, -2) / math.sqrt(d // heads))
+            a = (jax.nn.softmax(s, axis=-1) @ v).transpose(0, 2, 1, 3).reshape(b, t, d)
+            x = x + linear(p["proj"], a)
+            x = x + linear(p["out"], jax.nn.gelu(linear(p["fc"], layer_norm(p["ln2"], x)), approximate=True))
+        logits = linear(params["head"], layer_norm(params["ln"], x)).reshape(-1, vocab)
+        return -jnp.take_along_axis(jax.nn.log_softmax(logits), y.reshape(-1, 1), axis=1).mean()
+
+    @jax.jit
+    def update(params, idx, y):
+        value, grads = jax.value_and_grad(loss)(params, idx, y)
+        return value, jax.tree_util.tree_map(lambda w, g: w - LR * g, params, grads)
+
+    state = {"params": params}
+    x, y = (jnp.asarray(a.astype("int32")) for a in _gpt_batch(shape))
+
+    def step():
+        value, state["params"] = update(state["params"], x, y)
+        return jax.block_until_ready(value)
+    return step
