@@ -44,16 +44,20 @@ def _say(text: str) -> None:
 def run(args, have: set) -> dict:
     """Every workload's measurements, the cold first calls and (with --plot) the scaling run."""
     rounds = args.rounds or (5 if args.quick else 15)
-    out = {"results": {}, "cold": {}, "quick": args.quick}
+    out = {"results": {}, "cold": {}, "quick": args.quick, "failed": {}}
     with tempfile.TemporaryDirectory(prefix="tracegrad-bench-cache-") as cache:  # cold, then warm kernels
         for wl, contenders in report.plan(args.quick, have, args.only, args.skip).items():
             if not contenders:
                 continue
             _say(f"{report.TITLES[wl]}: {', '.join(c.label for c in contenders)}")
             fast = next((c for c in contenders if c.label == "tracegrad fast"), None)
+            failed = out["failed"].setdefault(wl, [])
             if wl in report.FIRST_CALL and fast is not None:
-                out["cold"][wl] = harness.first_call(wl, fast, cache)
-            out["results"][wl] = harness.measure(wl, contenders, rounds, args.quick, cache, _say)
+                try:
+                    out["cold"][wl] = harness.first_call(wl, fast, cache)
+                except RuntimeError as e:
+                    _say(str(e))
+            out["results"][wl] = harness.measure(wl, contenders, rounds, args.quick, cache, _say, failed)
         if args.plot:
             rows = [c for c in report.plan(True, have, ["mlp"], args.skip)["mlp"]]
             out["scaling"] = {b: harness.measure(f"mlp_b{b}", rows, rounds, True, cache, _say)

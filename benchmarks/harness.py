@@ -157,12 +157,22 @@ def first_call(workload: str, c: Contender, cache: str | None) -> float:
 
 
 def measure(workload: str, contenders: list[Contender], rounds: int, quick: bool = False,
-            cache: str | None = None, progress=None) -> dict:
-    """{label: {step, first, faults, peak}} for one workload: medians over `rounds` interleaved turns."""
+            cache: str | None = None, progress=None, failed=None) -> dict:
+    """{label: {step, first, faults, peak}} for one workload: medians over `rounds` interleaved turns. With
+    `progress` (a function of one line), a contender whose worker fails is reported there, its label
+    appended to `failed`, and left out."""
     procs, rows = {}, {}
+    failed = [] if failed is None else failed
     try:
         for c in contenders:
-            procs[c.label], info = _start(workload, c, quick, cache)
+            try:
+                procs[c.label], info = _start(workload, c, quick, cache)
+            except RuntimeError as e:  # one broken contender does not stop the others' rows
+                if progress is None:
+                    raise
+                progress(str(e))
+                failed.append(c.label)
+                continue
             if info["torch_loaded"] and not c.library.startswith("torch"):
                 raise RuntimeError(f"benchmarks: torch was imported by the {c.label} worker; it hides page faults")
             rows[c.label] = {"first": info["first"], "peak": info["peak"], "steps": [], "faultlist": []}

@@ -97,6 +97,8 @@ def why_missing(run: dict, have: set, wl: str, label: str) -> str:
         return f"{module} not installed"
     if wl not in run["results"]:
         return f"{wl} not run"
+    if label in run.get("failed", {}).get(wl, ()):
+        return f"{label} failed: its error is above the table"
     if label == "torch.compile" and run.get("quick"):
         return "torch.compile not in --quick"
     if label == "jax" and wl not in ("mlp", "tiny", "gpt"):

@@ -81,6 +81,15 @@ def test_targets_pass_miss_and_skip():
     assert "| GPT <= 0.8x torch eager (fast) | 0.75x | pass |" in table
 
 
+def test_a_failed_row_is_named():
+    run = fake_run()
+    del run["results"]["mlp"]["tracegrad fast"]
+    run["failed"] = {"mlp": ["tracegrad fast"]}
+    got = {t: v for t, m, v in report.targets(run, {"numba", "torch"})}
+    assert got["MLP <= 1.0x torch eager (tracegrad fast)"] == (
+        "skipped (tracegrad fast failed: its error is above the table)")
+
+
 def test_targets_without_numba_use_the_plain_path():
     run = fake_run()
     for rows in run["results"].values():
