@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from ..types import TensorType, TupleType
 from .common import require_float, same_dtype
-from .elementwise import _sigmoid
 from .registry import declare, tensor_arg
 
 
@@ -28,14 +27,24 @@ def _infer_cell(op, types):
 
 
 def _activations(xp, gates, hidden):
-    i, f, g, o = (gates[:, k * hidden:(k + 1) * hidden] for k in range(4))
-    return _sigmoid(xp, i), _sigmoid(xp, f), xp.tanh(g), _sigmoid(xp, o)
+    """(t, scale, si, sf, tg, so): one tanh over all 4H gate columns, t = tanh(gates * scale) with scale 1/2
+    on the sigmoid gates (sigmoid(x) = (1 + tanh(x / 2)) / 2: 2.5x fewer passes than three sigmoids and a
+    tanh; exact to float rounding in absolute terms, which is what the products below see)."""
+    scale = xp.full(4 * hidden, 0.5, gates.dtype)
+    scale[2 * hidden:3 * hidden] = 1
+    t = xp.tanh(gates * scale)
+    s = t * 0.5
+    s += 0.5
+    return t, scale, s[:, :hidden], s[:, hidden:2 * hidden], t[:, 2 * hidden:3 * hidden], s[:, 3 * hidden:]
 
 
 def _lstm_cell(xp, gates, c):
-    si, sf, tg, so = _activations(xp, gates, c.shape[1])
-    c_new = sf * c + si * tg
-    return so * xp.tanh(c_new), c_new
+    _, _, si, sf, tg, so = _activations(xp, gates, c.shape[1])
+    c_new = sf * c
+    c_new += si * tg
+    h = xp.tanh(c_new)
+    h *= so
+    return h, c_new
 
 
 def _infer_cell_backward(op, types):
@@ -49,17 +58,30 @@ def _infer_cell_backward(op, types):
 
 
 def _lstm_cell_backward(xp, gates, c, dh, dc):
-    """(d gates, d c) from the output gradients (dh', dc'), the activations recomputed."""
-    hidden = c.shape[1]
-    si, sf, tg, so = _activations(xp, gates, hidden)
-    tc = xp.tanh(sf * c + si * tg)
-    dct = dc + dh * so * (1 - tc * tc)
+    """(d gates, d c) from the output gradients (dh', dc'), the activations recomputed: each gate's output-side
+    factor written into its block, then one multiply by every gate's derivative, (1 - t^2) * scale^2 (a
+    sigmoid's s (1 - s) is (1 - t^2) / 4)."""
+    h4 = c.shape[1]
+    t, scale, si, sf, tg, so = _activations(xp, gates, h4)
+    tc = sf * c
+    tc += si * tg
+    xp.tanh(tc, out=tc)
+    dct = tc * tc
+    xp.subtract(1, dct, out=dct)
+    dct *= so
+    dct *= dh
+    dct += dc  # dL/dc' in all: the incoming dc' and dh' through h' = so tanh(c')
     d = xp.empty(gates.shape, gates.dtype)
-    d[:, :hidden] = dct * tg * si * (1 - si)
-    d[:, hidden:2 * hidden] = dct * c * sf * (1 - sf)
-    d[:, 2 * hidden:3 * hidden] = dct * si * (1 - tg * tg)
-    d[:, 3 * hidden:] = dh * tc * so * (1 - so)
-    return d, dct * sf
+    xp.multiply(dct, tg, out=d[:, :h4])
+    xp.multiply(dct, c, out=d[:, h4:2 * h4])
+    xp.multiply(dct, si, out=d[:, 2 * h4:3 * h4])
+    xp.multiply(dh, tc, out=d[:, 3 * h4:])
+    t *= t
+    xp.subtract(1, t, out=t)
+    t *= scale * scale
+    d *= t
+    dct *= sf
+    return d, dct
 
 
 declare("nn.lstm_cell", ("gates", "c"), infer=_infer_cell, kernel=_lstm_cell)
