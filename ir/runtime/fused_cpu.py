@@ -18,6 +18,7 @@ from ..ops.elementwise import _where
 from ..ops.fused import Const, Leaf, Node, _evaluate, _types, parse_expr
 from ..ops.registry import get_op, provide_kernel
 from ..types import TensorType
+from . import numba_hook
 
 # sub-ops whose kernel is exactly this NumPy ufunc when the result is floating (or, for comparisons, bool)
 _UFUNC_OPS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.true_divide,
@@ -183,6 +184,10 @@ def into(expr: str, k: int):
 
 
 def _run_into(xs, expr, k):
+    if numba_hook.ENABLED:  # the chain's numba loop (ir.runtime.numba_hook), where it has one
+        result = numba_hook.into(xs, expr, k)
+        if result is not None:
+            return result
     prog = _program(expr, tuple([(x.shape, x.dtype) for x in xs]), k)
     if prog.steps is None:
         result = np.asarray(_evaluate(np, parse_expr(expr), list(xs)))
@@ -211,4 +216,4 @@ def _fused_kernel(xp, xs, expr):
     # always a buffer of its own (as ir.runtime.reuse's FRESH ops), never (a view of) an input a kernel handed back
     return out.copy() if any(np.may_share_memory(out, x) for x in xs) else out
 
-provide_kernel("fused", _fused_kernel)
+provide_kernel("fused", numba_hook.fused_kernel(_fused_kernel) if numba_hook.ENABLED else _fused_kernel)

@@ -26,6 +26,7 @@ from ..ops.manipulate import perm_axes
 from ..ops.reduction import kernel_axes
 from ..ops.registry import get_op
 from ..types import TensorType
+from . import numba_hook
 
 _FLOATS = ("float32", "float64")
 _UFUNCS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "maximum": np.maximum,
@@ -44,6 +45,10 @@ def specialize(call: Call, xp):
     types = [a.type for a in call.args]
     if not all(isinstance(t, TensorType) for t in types) or not isinstance(call.type, TensorType):
         return None
+    if numba_hook.ENABLED:  # numba's softmax, layer_norm and GELU where it has them (ir.runtime.numba_hook)
+        fast = numba_hook.specialize(call)
+        if fast is not None:
+            return fast
     build = _BUILDERS.get(call.op)
     if build is None:
         return None
