@@ -88,8 +88,8 @@ def var(x, axis=None, keepdims: bool = False, *, correction: int = 0, unbiased: 
     import warnings
     warnings.warn("var(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor "
                   "(input numel divided by output numel)", UserWarning, stacklevel=2)
-    from .math import where
-    return where(v > 0, float("inf"), float("nan")) if n else v
+    # v * inf: inf where v > 0, nan where v == 0 (or nan), and the gradient flows through as torch's (nan or +-inf)
+    return v * float("inf") if n else v
 
 
 def argmax(x, axis: int | None = None, keepdims: bool = False) -> Tensor:

@@ -30,11 +30,15 @@ def _binary(name, fn, bool_ok=True):
             kernel=lambda xp, a, b: fn(xp, a, b))
 
 
+class IntegerDivisionError(ZeroDivisionError, RuntimeError):
+    """Integer division by zero: torch raises RuntimeError("ZeroDivisionError"); a ZeroDivisionError too."""
+
+
 def _nonzero_divisor(op, b):
     """Integer division by zero has no value: raise, the same eagerly and in a compiled step (as
     PyTorch's integer `//` and `%` do), never NumPy's silent 0."""
     if b.dtype.kind in "iu" and bool((b == 0).any()):
-        raise ZeroDivisionError(f"{op}: integer division by zero (argument x2 holds 0)")
+        raise IntegerDivisionError(f"{op}: integer division by zero (argument x2 holds 0)")
 
 
 def _quiet(xp):
