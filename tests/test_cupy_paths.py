@@ -146,9 +146,12 @@ def test_every_case_runs_on_the_cupy_path(cp, case):
     both = forward_on_both(case, cp)
     for k, (c, g) in enumerate(both):
         assert _on_gpu(g)  # (an eager result may live on the host: tracer.rand(shape) makes a NumPy array)
-        np.testing.assert_allclose(g.get(), c, rtol=1e-6, atol=1e-7)  # GELU's erf: SciPy here, the fallback there
+        # GELU's erf: SciPy here, the fallback there; conv on the host runs as im2col + BLAS
+        # (ir.runtime.conv_kernels), so float32 sums round in another order: atol scales with the values
+        atol = 1e-7 * max(1.0, float(np.abs(c).max())) * (10 if c.dtype == np.float32 else 1) if c.size else 0
+        np.testing.assert_allclose(g.get(), c, rtol=1e-6, atol=atol)
         if eager is not None:
-            np.testing.assert_allclose(eager[k].numpy(), c, rtol=1e-6, atol=1e-7)
+            np.testing.assert_allclose(eager[k].numpy(), c, rtol=1e-6, atol=atol)
     assert eager is None or len(eager) == len(both)
 
 
