@@ -44,14 +44,22 @@ def foreign_location(name: str) -> str | None:
     if spec is None:
         return None
     origin = spec.origin
-    if not spec.submodule_search_locations or not origin or not origin.endswith("__init__.py"):
+    if not spec.submodule_search_locations or not origin or not origin.endswith(("__init__.py", "__init__.pyc")):
         return str(origin or list(spec.submodule_search_locations or ()))  # a module, or a namespace package
+    return None if _has_marker(spec.loader, origin) else origin
+
+
+def _has_marker(loader, origin: str) -> bool:
+    """Whether the `__init__` at `origin` is tracegrad's, read through its loader, so a zip on sys.path (a
+    zipapp) and a sourceless install (`__init__.pyc` only, which keeps the name `__tracegrad__` among its
+    constants) are recognised as well as a plain `__init__.py`."""
     try:
-        with open(origin, encoding="utf-8") as f:
-            head = f.read(4096)  # the marker is among the first lines of each of tracegrad's __init__.py
-    except (OSError, UnicodeDecodeError):
-        return origin
-    return None if MARKER in head else origin
+        data = loader.get_data(origin) if hasattr(loader, "get_data") else open(origin, "rb").read()  # noqa: SIM115
+    except OSError:
+        return False
+    if origin.endswith(".py"):
+        return MARKER.encode() in data[:4096]  # among the first lines of each of tracegrad's __init__.py
+    return b"__tracegrad__" in data  # a compiled __init__: the marker's name is one of its code's constants
 
 
 def check_siblings(importer: str) -> None:

@@ -18,6 +18,7 @@ from tracer.products import normalize  # noqa: F401  (re-exported as F.normalize
 from tracer.tensor import active_trace as _active_trace
 from tracer.torch_methods import torch_names
 
+from . import layer_errors as _layer_errors
 from . import pooling as _pooling
 from .activations import elu, leaky_relu, mish, softplus  # noqa: F401  (re-exported as F.elu, ...)
 from .activations_functional import *  # noqa: F401,F403  (hardtanh, relu6, selu, glu, softmin, ...)
@@ -217,6 +218,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, *, reduction: s
 def mse_loss(pred, target, reduction: str = "mean") -> Tensor:
     """Mean (or summed, or elementwise) squared error."""
     _check_reduction(reduction)
+    _layer_errors.warn_broadcast("mse_loss", pred, target)
     diff = _tensor(pred) - target
     return _reduce(diff * diff, reduction)
 
@@ -224,12 +226,14 @@ def mse_loss(pred, target, reduction: str = "mean") -> Tensor:
 def l1_loss(pred, target, reduction: str = "mean") -> Tensor:
     """Mean (or summed, or elementwise) absolute error."""
     _check_reduction(reduction)
+    _layer_errors.warn_broadcast("l1_loss", pred, target)
     return _reduce(tracer.abs(_tensor(pred) - target), reduction)
 
 
 def smooth_l1_loss(pred, target, reduction: str = "mean", beta: float = 1.0) -> Tensor:
     """0.5 * d**2 / beta where |d| < beta, else |d| - 0.5 * beta (d = pred - target), as torch's."""
     _check_reduction(reduction)
+    _layer_errors.warn_broadcast("smooth_l1_loss", pred, target)
     d = tracer.abs(_tensor(pred) - target)
     if beta == 0.0:
         return _reduce(d, reduction)
@@ -239,6 +243,7 @@ def smooth_l1_loss(pred, target, reduction: str = "mean", beta: float = 1.0) -> 
 def huber_loss(pred, target, reduction: str = "mean", delta: float = 1.0) -> Tensor:
     """0.5 * d**2 where |d| <= delta, else delta * (|d| - 0.5 * delta), as torch's (smooth_l1 times delta)."""
     _check_reduction(reduction)
+    _layer_errors.warn_broadcast("huber_loss", pred, target)
     d = tracer.abs(_tensor(pred) - target)
     return _reduce(tracer.where(d <= delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction)
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 
 import numpy as np
 
@@ -68,12 +69,12 @@ def escaped(exc: BaseException, module) -> None:
     origin = getattr(exc, "_tracegrad_layer", None)
     if origin is None or origin.layer is module:
         return
-    try:
-        path = next((name for name, m in module.named_modules() if m is origin.layer), None)
+    try:  # a layer used at several places (one Linear assigned twice) has every one of its names
+        paths = [name for name, m in module.named_modules(remove_duplicate=False) if m is origin.layer]
     except Exception:  # a module whose traversal itself fails: the error keeps the path found so far
         return
-    if path is not None:
-        origin.path, origin.root = path, module
+    if paths:
+        origin.path, origin.root = " or model.".join(dict.fromkeys(paths)), module  # "a or model.c"
         exc.args = (origin.message(),)
 
 
@@ -235,6 +236,23 @@ def check_pair_loss(layer, input, target, cause: Exception) -> None:  # noqa: A0
     elif shape[:1] != tshape[:1] and shape and tshape:
         detail += f"; the batch sizes differ ({shape[0]} and {tshape[0]})"
     _raise_from(layer, cause, detail)
+
+
+def warn_broadcast(op: str, input, target) -> None:  # noqa: A002
+    """A UserWarning, as torch's mse_loss / l1_loss / smooth_l1_loss / huber_loss give, when input and target
+    differ in shape but broadcast (input (N, 1) against target (N,) makes an (N, N) loss: a silent wrong result)."""
+    shape, tshape = getattr(input, "shape", None), getattr(target, "shape", None)
+    if shape is None or tshape is None or tuple(shape) == tuple(tshape):
+        return
+    shape, tshape = tuple(shape), tuple(tshape)
+    hint = ""
+    if shape == tshape + (1,):
+        hint = f" (input.squeeze({len(shape) - 1}), or a target of shape {shape})"
+    elif tshape == shape + (1,):
+        hint = f" (target.squeeze({len(tshape) - 1}))"
+    warnings.warn(f"{op}: using a target of shape {tshape} that is different to the input shape {shape}: they "
+                  f"broadcast to {np.broadcast_shapes(shape, tshape)}, which is likely not what you want; give them "
+                  f"the same shape{hint}", UserWarning, stacklevel=3)
 
 
 def explained(check):

@@ -80,8 +80,10 @@ def _foreign(value) -> bool:
 
 
 def is_device(value) -> bool:
-    """Whether `value` names a device for `to(...)`: a string, a tracer.device or a torch.device."""
-    return isinstance(value, (str, device)) or _foreign(value)
+    """Whether `value` names a device for `to(...)`: a string, a tracer.device, a torch.device, or a GPU ordinal
+    (`x.to(0)`, `model.to(rank)`: cuda:0 and cuda:rank, as torch's)."""
+    ordinal = isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, (str, device)) or _foreign(value) or ordinal
 
 
 CPU = device("cpu")
