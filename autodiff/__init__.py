@@ -7,6 +7,7 @@ from .api import TraceMismatchError, grad, gradcheck, value_and_grad
 from .gradient import Gradient
 from .planner import plan_checkpoints
 from .rules import VJPS, register_vjp
+from .step_cache import StepRemadeWarning
 
-__all__ = ["Gradient", "TraceMismatchError", "VJPS", "detect_anomaly", "grad", "gradcheck", "is_anomaly_enabled",
-           "plan_checkpoints", "register_vjp", "set_detect_anomaly", "value_and_grad"]
+__all__ = ["Gradient", "StepRemadeWarning", "TraceMismatchError", "VJPS", "detect_anomaly", "grad", "gradcheck",
+           "is_anomaly_enabled", "plan_checkpoints", "register_vjp", "set_detect_anomaly", "value_and_grad"]

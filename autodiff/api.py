@@ -32,7 +32,7 @@ from tracer.rng import fresh_seed
 from tracer.tensor import active_trace, to_expr
 from tracer.trace import Spec, Traced, arg_type, is_scalar_input, trace_function
 
-from . import glue, pytree
+from . import glue, pytree, step_cache
 from .gradient import Gradient, _carries_gradient
 from .planner import parse_budget, plan_checkpoints
 
@@ -119,6 +119,7 @@ class _GradFunction:
         self.argnums = None if argnums is None else _check_argnums(argnums)
         self.int_argnums = argnums is not None and not isinstance(argnums, (tuple, list))
         self.leaves, self.rebuild, self.labels = _flatten_wrt(() if wrt is None else wrt)
+        self.wrt_type = type(wrt)
         for i, t in enumerate(self.leaves):
             if not isinstance(t, Tensor):
                 raise TypeError(f"wrt[{i}] must be a Tensor, got {type(t).__name__}")
@@ -128,6 +129,11 @@ class _GradFunction:
         self.leaf_index = {id(t): i for i, t in enumerate(self.leaves)}
         self.last: _Compiled | None = None
         self.glues: list = []  # generated per-call glue of recent entries, most recently chosen first
+
+    def options(self) -> tuple:
+        """What, beside fn and the wrt tensors, decides what this step computes (autodiff/step_cache.py)."""
+        return (self.return_value, self.has_aux, self.argnums, self.int_argnums, self.check, self.memory_budget,
+                self.wrt_type, tuple(self.labels))
 
     @property
     def module(self) -> IRModule:
@@ -721,7 +727,7 @@ def grad(fn, wrt=None, has_aux: bool = False, *, argnums=None):
     >>> autodiff.grad(lambda p, x: (x @ p["w"]).sum(), argnums=0)(params, np.ones((4, 3), "float32"))["w"].numpy()
     array([4., 4., 4.], dtype=float32)
     """
-    return _GradFunction(fn, wrt, has_aux, return_value=False, argnums=argnums)
+    return _made(_GradFunction(fn, wrt, has_aux, return_value=False, argnums=argnums))
 
 
 def value_and_grad(fn, wrt=None, has_aux: bool = False, *, argnums=None, check: bool = False,
@@ -735,8 +741,13 @@ def value_and_grad(fn, wrt=None, has_aux: bool = False, *, argnums=None, check: 
     memory_budget (bytes, or a string like "64MiB") lets `autodiff.plan_checkpoints` choose checkpoint
     regions so that the step's peak_bytes fits it with the least recomputation; ValueError when no plan can.
     """
-    return _GradFunction(fn, wrt, has_aux, return_value=True, check=check, memory_budget=memory_budget,
-                         argnums=argnums)
+    return _made(_GradFunction(fn, wrt, has_aux, return_value=True, check=check, memory_budget=memory_budget,
+                               argnums=argnums))
+
+
+def _made(step: _GradFunction) -> _GradFunction:
+    """The step made before with the same code, captures and options (made again in a loop), else step."""
+    return step_cache.reuse(step, step.fn, step.options())
 
 
 def gradcheck(fn, *args, eps: float = 1e-6, rtol: float = 1e-5, atol: float = 1e-7) -> bool:
@@ -763,7 +774,7 @@ def gradcheck(fn, *args, eps: float = 1e-6, rtol: float = 1e-5, atol: float = 1e
         w = weights.setdefault(out.shape, np.random.default_rng(0).uniform(0.5, 1.5, out.shape))
         return (out * Tensor(w.astype(out.dtype))).sum()
 
-    analytic = grad(scalar_fn, wrt=wrt)(*tensors)
+    analytic = _GradFunction(scalar_fn, wrt, False, return_value=False)(*tensors)  # a closure of this call: not kept
     traced = trace_function(scalar_fn, tensors)
     forward = Executor(traced.mod)["main"]
 

@@ -38,11 +38,12 @@ _ATOMS = (str, bytes, int, float, complex, bool, type(None), np.ndarray, np.gene
 _LIBRARY_MODULES = ("tracer", "ir", "autodiff", "nn", "numpy", "builtins", "functools", "typing", "abc")
 
 
-def _code_names(code: types.CodeType) -> set[str]:
+def code_names(code: types.CodeType) -> set[str]:
+    """The global and attribute names a code object (and the code nested in it) reads."""
     names = set(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            names |= _code_names(const)
+            names |= code_names(const)
     return names
 
 
@@ -84,7 +85,7 @@ def _children(obj):
             except ValueError:  # an empty cell (a name assigned later)
                 continue
         glob = obj.__globals__
-        names = _code_names(obj.__code__)
+        names = code_names(obj.__code__)
         for name in sorted(names):
             if name not in glob:
                 continue
