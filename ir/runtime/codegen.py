@@ -46,6 +46,9 @@ def generate(compiled) -> tuple[str, object]:
             sid = compiled.storage.get(i)
             if sid is not None:  # planned storage (ir.runtime.storage): an array kept between calls
                 into = f", out=b{sid}"
+            scratch = compiled.scratch.get(i)
+            if scratch:  # planned temporaries of the kernel itself
+                into += f", scratch=({''.join(f'b{b}, ' for b in scratch)})"
             lines.append(f"    v{out} = k{out}({operands}{into})")
         elif kind == CALL:
             call_args = ", ".join(["xp"] + [f"v{a}" for a in args])
@@ -86,9 +89,9 @@ def _storage_pool(compiled, ns, lines) -> None:
     pool is empty) and puts it back before it returns, so calls in turn reuse one set and calls running at
     the same time (threads: NumPy releases the GIL in its kernels) never write into each other's arrays.
     Returned values are never planned storage, so giving the set back before the return is safe."""
-    xp, specs = compiled.xp, compiled.storage_specs
+    specs = compiled.storage_specs
     ns["pool"] = []
-    ns["new_storage"] = lambda: tuple(xp.empty(shape, dtype) for shape, dtype in specs)
+    ns["new_storage"] = compiled.new_storage  # views of one arena (ir.runtime.storage.allocate)
     names = ", ".join(f"b{sid}" for sid in range(len(specs)))
     lines[1:1] = ["    try:", "        bufs = pool.pop()", "    except IndexError:",
                   "        bufs = new_storage()", f"    {names}{',' if len(specs) == 1 else ''} = bufs"]

@@ -11,7 +11,6 @@ report the count already made.
 """
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -180,9 +179,11 @@ class CompiledFunction:
             self.reuse = [None] * len(self.instrs)
             for i, (ufunc, var) in plan_reuse(fn).items():
                 self.reuse[binding_instr[i]] = (getattr(xp, ufunc), slot[var])
-        # {instruction: storage id}, [(shape, dtype)]: large intermediates written into arrays kept between
-        # calls by the generated function (ir.runtime.storage); the interpreter allocates as it goes
-        self.storage, self.storage_specs = storage.plan(self) if plan_storage and xp is np else ({}, [])
+        # {instruction: storage id}, {instruction: scratch storage ids}, [(shape, dtype)]: large intermediates
+        # and kernels' temporaries in arrays kept between calls by the generated function (ir.runtime.storage);
+        # the interpreter allocates as it goes
+        self.storage_plan = storage.plan(self) if plan_storage and xp is np else storage.EMPTY
+        self.storage, self.scratch, self.storage_specs = self.storage_plan[:3]
         self._constant_ids = frozenset(id(buffer_owner(c)) for _, c in self.constants)
         self._fast = None  # the generated straight-line function (ir.runtime.codegen), made on first use
         self._peaks: dict[tuple, int] = {}  # peak bytes per argument layout, counted on its first call
@@ -232,7 +233,11 @@ class CompiledFunction:
     def storage_bytes(self) -> int:
         """Bytes of the arrays the generated function keeps between calls for planned intermediates
         (ir.runtime.storage)."""
-        return sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in self.storage_specs)
+        return self.storage_plan.size
+
+    def new_storage(self) -> tuple:
+        """A new set of the planned arrays (ir.runtime.storage), one per storage id."""
+        return storage.allocate(self.xp, self.storage_plan)
 
     @property
     def source(self) -> str:

@@ -22,13 +22,15 @@ import numpy as np
 
 from ..nodes import Call
 from ..ops.elementwise import _where
+from ..ops.loss import _checked_targets
 from ..ops.manipulate import perm_axes
 from ..ops.reduction import kernel_axes
 from ..ops.registry import get_op
-from ..types import TensorType
+from ..types import TensorType, TupleType
 from . import numba_hook
 
 _FLOATS = ("float32", "float64")
+_TUPLE_ARGS = frozenset({"concat"})  # ops whose one argument is a tuple of tensors
 _UFUNCS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "maximum": np.maximum,
            "minimum": np.minimum, "negative": np.negative, "abs": np.absolute, "exp": np.exp, "log": np.log,
            "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "less": np.less,
@@ -43,6 +45,8 @@ def specialize(call: Call, xp):
     if xp is not np:
         return None
     types = [a.type for a in call.args]
+    if call.op in _TUPLE_ARGS and len(types) == 1 and isinstance(types[0], TupleType):
+        types = list(types[0].fields)
     if not all(isinstance(t, TensorType) for t in types) or not isinstance(call.type, TensorType):
         return None
     if numba_hook.ENABLED:  # numba's softmax, layer_norm and GELU where it has them (ir.runtime.numba_hook)
@@ -55,8 +59,35 @@ def specialize(call: Call, xp):
     return build(call.op, types, call.type, **call.attrs)
 
 
+def planned(fn, scratch=(), fresh=True):
+    """Mark kernel `fn` as taking `out=` (ir.runtime.storage plans an array for its result) and, where it
+    needs large temporaries of these (shape, dtype), `scratch=` (a tuple of planned arrays, in that order).
+    `fresh`: its result is always `out` or a new array; False: it may be a view of an operand (reshape's).
+    Called without them the kernel allocates as before, with the same values."""
+    fn.takes_out, fn.scratch, fn.fresh = True, tuple((tuple(sh), str(dt)) for sh, dt in scratch), fresh
+    return fn
+
+
 def _ufunc(name, types, out):
     return _UFUNCS[name]
+
+
+def _matmul(name, types, out):
+    a, b = types
+    if a.ndim < 3 or b.ndim != 2 or out.dtype not in _FLOATS or a.dtype != b.dtype or 0 in out.shape:
+        return np.matmul
+    # a linear layer: (..., K) @ (K, N) as one 2-D GEMM (M = the leading dims), about 8% faster than NumPy's
+    # stack of (T, K) @ (K, N) products and the same values; a strided `a` keeps the stacked product
+    shape, rows = out.shape, math.prod(a.shape[:-1])
+
+    def linear(x, w, out=None):
+        if not x.flags.c_contiguous:
+            return np.matmul(x, w, out=out)
+        if out is None:
+            return np.matmul(x.reshape(rows, -1), w).reshape(shape)
+        np.matmul(x.reshape(rows, -1), w, out=out.reshape(rows, -1))
+        return out
+    return planned(linear)
 
 
 def _float_ufunc(name, types, out):
@@ -76,7 +107,17 @@ def _relu(name, types, out):
 def _where_(name, types, out):
     if max(math.prod(t.shape) for t in types) < 4096:
         return np.where
-    return functools.partial(_where, np)
+    if any(t.dtype != out.dtype for t in types[1:]):
+        return functools.partial(_where, np)
+    kernel = functools.partial(_where, np)
+
+    def where(c, x, y, out=None):
+        if out is None:
+            return kernel(c, x, y)
+        np.copyto(out, y)  # the selected bits copied: the kernel's values exactly
+        np.copyto(out, x, where=c)
+        return out
+    return planned(where)
 
 
 def _reduction(name, types, out, axis, keepdims):
@@ -134,7 +175,49 @@ def _permute(name, types, out, axes):
 def _reshape(name, types, out, **attrs):
     if types[0].ndim == 0 and name == "squeeze":
         return None
-    return operator.methodcaller("reshape", out.shape)
+    shape = out.shape
+    if math.prod(shape) == 0:
+        return operator.methodcaller("reshape", shape)
+
+    def reshape(x, out=None):  # a view where NumPy can make one; else the copy goes into `out`
+        if out is None or x.flags.c_contiguous:
+            return x.reshape(shape)
+        try:
+            return x.reshape(shape, copy=False)
+        except ValueError:
+            np.copyto(out.reshape(x.shape), x)  # C order, as reshape copies
+            return out
+    return planned(reshape, fresh=False)
+
+
+def _concat(name, types, out, axis):
+    if any(t.dtype != out.dtype for t in types) or 0 in out.shape:
+        return None
+    return planned(functools.partial(_concatenate, axis=axis))
+
+
+def _concatenate(xs, axis, out=None):
+    return np.concatenate(xs, axis=axis, out=out)
+
+
+def _nll_backward(name, types, out, reduction, ignore_index):
+    _g, pred, targets = types
+    if pred.ndim != 2 or pred.dtype not in _FLOATS or 0 in pred.shape:
+        return None
+    return planned(functools.partial(_nll_loss_backward, mean=reduction == "mean", ignore_index=ignore_index))
+
+
+def _nll_loss_backward(g, pred, targets, mean, ignore_index, out=None):
+    # the kernel's one_hot * coef without the (N, C) one-hot: each row 0 * coef (its sign, and nan where coef is
+    # not finite, as the product), then coef at the target column
+    safe, valid = _checked_targets(np, pred, targets, ignore_index)
+    coef = -g * valid
+    if mean:
+        coef = coef / np.maximum(valid.sum(), 1).astype(pred.dtype)
+    coef = coef.astype(pred.dtype, copy=False)
+    out = np.multiply(coef[:, None], pred.dtype.type(0), out=np.empty(pred.shape, pred.dtype) if out is None else out)
+    out[np.arange(len(safe)), safe] = coef
+    return out
 
 
 def _astype(name, types, out, dtype):
@@ -144,41 +227,45 @@ def _astype(name, types, out, dtype):
 def _softmax(name, types, out, axis):
     if out.dtype not in _FLOATS or math.prod(out.shape) == 0:
         return None
-    return functools.partial(_log_softmax if name == "nn.log_softmax" else _softmax_, axis=axis)
+    if name == "nn.log_softmax":
+        return planned(functools.partial(_log_softmax, axis=axis), scratch=[(out.shape, out.dtype)])
+    return planned(functools.partial(_softmax_, axis=axis))
 
 
-def _softmax_(x, axis):
+def _softmax_(x, axis, out=None):
     # the kernel's exp(x - max) / sum, each step written into the one temporary
-    e = np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True))
+    e = np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True), out=out)
     np.exp(e, out=e)
     return np.divide(e, np.add.reduce(e, axis=axis, keepdims=True), out=e)
 
 
-def _log_softmax(x, axis):
-    shifted = np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True))
-    s = np.add.reduce(np.exp(shifted), axis=axis, keepdims=True)
+def _log_softmax(x, axis, out=None, scratch=(None,)):
+    shifted = np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True), out=out)
+    s = np.add.reduce(np.exp(shifted, out=scratch[0]), axis=axis, keepdims=True)
     return np.subtract(shifted, np.log(s, out=s), out=shifted)
 
 
 def _gelu(name, types, out, approximate):
     # a 0-d product is a NumPy scalar, which no `out=` can receive: the kernel's business
-    return _gelu_tanh if approximate == "tanh" and out.dtype in _FLOATS and out.shape != () else None
+    if approximate != "tanh" or out.dtype not in _FLOATS or out.shape == ():
+        return None
+    return planned(functools.partial(_gelu_tanh), scratch=[(out.shape, out.dtype)])
 
 
 _GELU_C = math.sqrt(2.0 / math.pi)
 
 
-def _gelu_tanh(x):
+def _gelu_tanh(x, out=None, scratch=(None,)):
     # the kernel's 0.5 * x * (1 + tanh(c * (x + 0.044715 * x * x * x))), the same operations in the same
     # order (products and sums with one scalar commute exactly), in two buffers instead of eight
-    a = np.multiply(x, 0.044715)
+    a = np.multiply(x, 0.044715, out=scratch[0])
     np.multiply(a, x, out=a)
     np.multiply(a, x, out=a)
     np.add(x, a, out=a)
     np.multiply(a, _GELU_C, out=a)
     np.tanh(a, out=a)
     np.add(a, 1.0, out=a)
-    b = np.multiply(x, 0.5)
+    b = np.multiply(x, 0.5, out=out)
     return np.multiply(b, a, out=b)
 
 
@@ -190,22 +277,24 @@ def _layer_norm(name, types, out, axes, epsilon):
     count = _count(data.dtype, math.prod(data.shape[a] for a in axes))
     if count == 0:
         return None
-    return functools.partial(_layer_norm_, axes=axes, count=count, epsilon=epsilon)
+    return planned(functools.partial(_layer_norm_, axes=axes, count=count, epsilon=epsilon),
+                   scratch=[(data.shape, data.dtype)])
 
 
-def _layer_norm_(data, gamma, beta, axes, count, epsilon):
+def _layer_norm_(data, gamma, beta, axes, count, epsilon, out=None, scratch=(None,)):
     # the kernel's (x - mean) / sqrt(var + eps) * gamma + beta, written into the centered buffer
-    centered = np.subtract(data, _mean(data, axes, True, count))
-    var = _mean(np.multiply(centered, centered), axes, True, count)
+    centered = np.subtract(data, _mean(data, axes, True, count), out=out)
+    var = _mean(np.multiply(centered, centered, out=scratch[0]), axes, True, count)
     np.divide(centered, np.sqrt(var + epsilon), out=centered)
     np.multiply(centered, gamma, out=centered)
     return np.add(centered, beta, out=centered)
 
 
-_BUILDERS = {**{n: _ufunc for n in _UFUNCS}, **{n: _float_ufunc for n in _FLOAT_UFUNCS},
+_BUILDERS = {**{n: _ufunc for n in _UFUNCS}, **{n: _float_ufunc for n in _FLOAT_UFUNCS}, "matmul": _matmul,
              "nn.relu": _relu, "where": _where_, "sum": _reduction, "mean": _reduction, "max": _reduction,
              "min": _reduction, "collapse_sum_to": _collapse, "permute_dims": _permute, "reshape": _reshape,
              "expand_dims": _reshape, "squeeze": _reshape, "astype": _astype, "nn.softmax": _softmax,
-             "nn.log_softmax": _softmax, "nn.gelu": _gelu, "nn.layer_norm": _layer_norm}
+             "nn.log_softmax": _softmax, "nn.gelu": _gelu, "nn.layer_norm": _layer_norm, "concat": _concat,
+             "grad.nll_loss_backward": _nll_backward}
 
-__all__ = ["specialize"]
+__all__ = ["planned", "specialize"]
