@@ -77,9 +77,6 @@ _w = tracer.tensor(np.ones(3, "float32"))
 _NAN_DATA = np.array([1.0, np.nan, 2.0], "float32")
 
 
-@pytest.mark.xfail(strict=True, reason="ir/runtime/anomaly.py (another helper's file) raises on any NaN argument; "
-                                       "a step that handles NaN data itself (nan_to_num, where(isnan)) is a false "
-                                       "alarm there, while the same code eagerly passes")
 @pytest.mark.parametrize("clean", [tracer.nan_to_num, lambda x: tracer.where(tracer.isnan(x), 0.0, x)],
                          ids=["nan_to_num", "where_isnan"])
 def test_a_step_that_cleans_nan_data_is_no_anomaly(clean):
@@ -95,9 +92,6 @@ def test_a_step_that_cleans_nan_data_passes_eagerly():
             assert float((clean(tracer.tensor(_NAN_DATA)) * _w).sum()) == 3.0
 
 
-@pytest.mark.xfail(strict=True, reason="ir/runtime/anomaly.run (another helper's file) swaps the compiled "
-                                       "function's observer and reuse in and out: two threads overlapping leave "
-                                       "the checker installed and buffer reuse off for good")
 def test_two_threads_in_one_step_leave_it_as_it_was():
     from ir.runtime.executor import CompiledFunction
 
@@ -112,14 +106,14 @@ def test_two_threads_in_one_step_leave_it_as_it_was():
     def wrap(c):
         inner = c._interpret
 
-        def interpret(args):  # A enters, B enters, A leaves, B leaves: not last in, first out
+        def interpret(args, **kw):  # A enters, B enters, A leaves, B leaves: not last in, first out
             if threading.current_thread().name == "A":
                 a_in.set()
                 b_in.wait(5)
             else:
                 b_in.set()
                 a_out.wait(5)
-            return inner(args)
+            return inner(args, **kw)
         c._interpret = interpret
 
     for c in compiled:

@@ -6,7 +6,8 @@ steps, `autodiff.grad`, the `loss.backward()` tape's backward, any `ir.Executor`
 is. On, a function runs through the executor's interpreter with an observer that looks at each binding's
 result, and raises `FloatingPointError` at the first one *born* non-finite: a NaN out of inputs without
 NaN, or an inf out of finite inputs (and attributes: `full(-inf)` asks for its inf). A NaN already in a
-call's arguments raises naming the argument; inf arguments pass (an attention mask of -inf is ordinary).
+call's arguments raises naming the argument when it reaches the result (a step may clean its data itself:
+nan_to_num, where(isnan)); inf arguments pass (an attention mask of -inf is ordinary).
 The message names the op, the printed binding, its inputs' ranges and the user's source line.
 """
 from __future__ import annotations
@@ -121,29 +122,37 @@ def _source_line(loc) -> str:
 # ---------------------------------------------------------------- the executor's path
 
 
-def check_arguments(fn_name: str, params, args) -> None:
-    """A NaN already in an argument: raise naming it (the finder looks for where NaN is born)."""
+def _nan_arguments(params, args) -> list[tuple[str, object]]:
+    """(name, array) of each argument field holding NaN."""
+    found = []
     for p, a in zip(params, args, strict=True):
         for k, arr in enumerate(_flat(a)):
-            nan, _ = _bad(arr)
-            if nan:
-                field = f"[{k}]" if isinstance(a, tuple) else ""
-                raise FloatingPointError(
-                    f"detect_anomaly: argument {p.name}{field} of {fn_name} already holds NaN when the call starts "
-                    f"({describe(arr)}); it came in from outside (the data, a parameter an earlier update made NaN)")
+            if _bad(arr)[0]:
+                found.append((f"{p.name}[{k}]" if isinstance(a, tuple) else p.name, arr))
+    return found
+
+
+def check_result(fn_name: str, nan_args, result) -> None:
+    """NaN in the result that came in with the arguments (no binding gave birth to it): raise naming them.
+    A call whose arguments hold NaN but whose result is clean (it cleans its data: nan_to_num, where(isnan))
+    is no anomaly."""
+    if not nan_args or not any(_bad(r)[0] for r in _flat(result)):
+        return
+    named = "; ".join(f"argument {name} ({describe(arr)})" for name, arr in nan_args)
+    raise FloatingPointError(
+        f"detect_anomaly: the result of {fn_name} holds NaN that came in with its arguments: {named}; it came in "
+        f"from outside (the data, a parameter an earlier update made NaN)")
 
 
 def run(compiled, args):
-    """Run `compiled` (an executor's CompiledFunction) through its interpreter, checking every binding."""
-    check_arguments(compiled.name, compiled.params, args)
-    checker = _Checker(compiled, compiled.observer)
-    saved = compiled.reuse, compiled.observer
-    # without buffer reuse every input of a binding is still intact when its result is looked at
-    compiled.reuse, compiled.observer = None, checker
-    try:
-        return compiled._interpret(args)
-    finally:
-        compiled.reuse, compiled.observer = saved
+    """Run `compiled` (an executor's CompiledFunction) through its interpreter, checking every binding.
+
+    The checker belongs to this call alone (the compiled function is not changed), so threads may share
+    a step with the mode on or off."""
+    nan_args = _nan_arguments(compiled.params, args)
+    result = compiled._interpret(args, checker=_Checker(compiled, compiled.observer))
+    check_result(compiled.name, nan_args, result)
+    return result
 
 
 class _Checker:

@@ -280,9 +280,10 @@ class CompiledFunction:
             return result
         return self._interpret(args)
 
-    def _interpret(self, args):
+    def _interpret(self, args, checker=None):
         """Run the instructions one by one, counting every buffer held (stats.peak_bytes), calling the
-        observer and checking types as asked."""
+        observer and checking types as asked. A `checker` (ir.runtime.anomaly) observes this call alone,
+        with buffer reuse off so each binding's inputs are intact when its result is looked at."""
         xp = self.xp
         values: list = [None] * self.n_slots
         mem = _Memory()
@@ -292,14 +293,14 @@ class CompiledFunction:
         for s, c in self.constants:
             values[s] = c
             mem.hold(c)
-        observe = self.observer
+        observe = self.observer if checker is None else checker
         if observe is not None:
             observe(values, mem)
         for s in self.dead_params:
             mem.drop(values[s])
             values[s] = None
         ndarray = xp.ndarray
-        reuse = self.reuse
+        reuse = self.reuse if checker is None else None
         for i, ((kind, fn, args, attrs, out), frees) in enumerate(zip(self.instrs, self.frees, strict=True)):
             if kind == CALL or kind == SPEC:
                 into = reuse[i] if reuse else None
