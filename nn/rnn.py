@@ -3,8 +3,9 @@
 The recurrence is unrolled, one step after another, into the one dataflow block that tracing records, rather
 than expressed as a scan op: the Gradient pass, the checkpoint planner and the executor's memory accounting
 then see every step as ordinary ops (nothing special to differentiate, plan or free), at the price of an IR
-that grows with the sequence length (about 10 bindings per step, layer and direction) and a retrace for
-each new length. The input projection of every step is one matmul over (T * B, input_size), before the loop.
+that grows with the sequence length (a few bindings per step, layer and direction: an LSTM step is a matmul,
+an add and one nn.lstm_cell) and a retrace for each new length. The input projection of every step is one
+matmul over (T * B, input_size), before the loop.
 
 A PackedSequence input runs on its padded form with a per-step mask: a sequence's state stops changing
 after its length (and, going backwards, starts changing only at its last element), so outputs and final
