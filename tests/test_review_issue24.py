@@ -34,8 +34,6 @@ def test_to_an_ordinal_does_not_take_bools_or_change_dtypes():
     assert nn.Linear(2, 2).to("float64").weight.dtype == "float64"
 
 
-@pytest.mark.xfail(strict=True, reason="ir/runtime/executor.py (another helper's file) accepts only 'cpu' and "
-                                       "'cuda' strings: 'cuda:0', which tracer.tensor takes, is a ValueError")
 def test_executor_takes_the_device_strings_tensors_take(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
     mod = tracer.trace(lambda a: a.sum(), tracer.spec((2,)))

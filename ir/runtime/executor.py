@@ -30,9 +30,10 @@ from .specialize import specialize
 def array_module(device: str):
     if device == "cpu":
         return np
-    if device == "cuda":
+    if device == "cuda" or device == "cuda:0":  # the current GPU, as tensors name it
         return require_cupy()
-    raise ValueError(f'device must be "cpu" or "cuda", got {device!r}')
+    raise ValueError(f'device must be "cpu", "cuda" or "cuda:0" (the current GPU; select another with '
+                     f'cupy.cuda.Device(n).use()), got {device!r}')
 
 
 @dataclass
@@ -451,7 +452,7 @@ class Executor:
 
     def __init__(self, mod: IRModule, device: str = "cpu", check_types: bool = False):
         self.mod = mod
-        self.device = device
+        self.device = "cuda" if device == "cuda:0" else device
         self.check_types = check_types
         self.xp = array_module(device)
         self.stats = Stats()

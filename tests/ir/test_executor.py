@@ -63,7 +63,7 @@ def test_unknown_function_and_device():
     mod = tracer.trace(lambda x: x * 2.0, tracer.spec((2,)))
     with pytest.raises(KeyError, match="no function named 'other'"):
         ir.Executor(mod)["other"]
-    with pytest.raises(ValueError, match='device must be "cpu" or "cuda"'):
+    with pytest.raises(ValueError, match='device must be "cpu", "cuda" or "cuda:0"'):
         ir.Executor(mod, device="tpu")
 
 
