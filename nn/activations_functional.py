@@ -21,6 +21,7 @@ elu family's slope at 0 is that of the negative branch, alpha * scale for selu.
 from __future__ import annotations
 
 import tracer
+from ir.types import INT_DTYPES
 from tracer import Tensor
 from tracer.torch_methods import torch_names
 
@@ -112,6 +113,8 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
     x = _tensor(input)
+    if x.dtype in INT_DTYPES:  # torch keeps an integer input's dtype, its bounds taken as integers
+        min_val, max_val = int(min_val), int(max_val)
     y = tracer.where(x <= min_val, min_val, tracer.where(x >= max_val, max_val, x))
     return inplace_result(x, y, inplace)
 

@@ -77,6 +77,12 @@ def detect_anomaly(check_nan: bool = True):
     return autodiff.detect_anomaly(bool(check_nan))
 
 
+def is_anomaly_enabled() -> bool:
+    """torch.autograd.is_anomaly_enabled(): whether autodiff.detect_anomaly's checks are on."""
+    import autodiff
+    return autodiff.is_anomaly_enabled()
+
+
 def set_detect_anomaly(mode: bool, check_nan: bool = True):
     """torch.autograd.set_detect_anomaly(mode): autodiff.set_detect_anomaly (also a context manager)."""
     import autodiff
@@ -85,4 +91,4 @@ def set_detect_anomaly(mode: bool, check_nan: bool = True):
 
 
 __all__ = ["Function", "FunctionCtx", "Variable", "backward", "detect_anomaly", "enable_grad", "grad", "gradcheck",
-           "inference_mode", "is_grad_enabled", "no_grad", "set_detect_anomaly", "set_grad_enabled"]
+           "inference_mode", "is_anomaly_enabled", "is_grad_enabled", "no_grad", "set_detect_anomaly", "set_grad_enabled"]

@@ -73,8 +73,6 @@ def test_negative_indices_are_refused_as_torch(op):
 
 
 @pytest.mark.skipif(torch is None, reason="needs torch")
-@pytest.mark.xfail(strict=True, reason="nn/activations_functional.py (not this reviewer's to edit) compares "
-                   "and selects with the float bounds, so an integer input is promoted to float32")
 @pytest.mark.parametrize("fn", ["hardtanh", "relu6"])
 def test_hardtanh_and_relu6_keep_an_integer_dtype(fn):
     got = getattr(tt.nn.functional, fn)(tt.tensor([-3, 0, 7]))
