@@ -245,13 +245,17 @@ def warn_broadcast(op: str, input, target) -> None:  # noqa: A002
     if shape is None or tshape is None or tuple(shape) == tuple(tshape):
         return
     shape, tshape = tuple(shape), tuple(tshape)
+    try:
+        both = np.broadcast_shapes(shape, tshape)
+    except ValueError:
+        return  # no broadcast: the op's own shape error (named by the layer) follows
     hint = ""
     if shape == tshape + (1,):
         hint = f" (input.squeeze({len(shape) - 1}), or a target of shape {shape})"
     elif tshape == shape + (1,):
         hint = f" (target.squeeze({len(tshape) - 1}))"
     warnings.warn(f"{op}: using a target of shape {tshape} that is different to the input shape {shape}: they "
-                  f"broadcast to {np.broadcast_shapes(shape, tshape)}, which is likely not what you want; give them "
+                  f"broadcast to {both}, which is likely not what you want; give them "
                   f"the same shape{hint}", UserWarning, stacklevel=3)
 
 

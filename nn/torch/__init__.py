@@ -14,7 +14,7 @@ import math
 import nn  # noqa: F401  (torch.nn is the nn package)
 import tracer
 from autodiff import is_anomaly_enabled  # noqa: F401  (torch's)
-from autodiff import set_detect_anomaly as set_anomaly_enabled
+from autodiff import set_detect_anomaly as set_anomaly_enabled  # noqa: F401  (torch's)
 from tracer import device, enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 
 from .. import data as _data  # noqa: F401  (torch.utils.data)
@@ -30,6 +30,7 @@ from . import (  # noqa: F401
     jit,
     linalg,
     multiprocessing,
+    onnx,
     random,
     special,
     testing,
