@@ -39,6 +39,8 @@ def _unwrap(x, allow_numpy=False):
         return x._a
     if isinstance(x, np.ndarray) and not allow_numpy:
         raise TypeError(f"Unsupported type {type(x)}: a NumPy array passed where a CuPy array is needed")
+    if isinstance(x, tuple) and hasattr(x, "_fields"):
+        return type(x)(*(_unwrap(v, allow_numpy) for v in x))
     if isinstance(x, (tuple, list)):
         return type(x)(_unwrap(v, allow_numpy) for v in x)
     return x
@@ -50,6 +52,8 @@ def _wrap(x):
         return known if known is not None and known._a is x else ndarray(x)
     if isinstance(x, np.generic):  # CuPy's reductions give 0-d arrays, not scalars
         return ndarray(np.asarray(x))
+    if isinstance(x, tuple) and hasattr(x, "_fields"):  # a named tuple (linalg.svd's SVDResult), as CuPy's
+        return type(x)(*(_wrap(v) for v in x))
     if isinstance(x, (tuple, list)):
         return type(x)(_wrap(v) for v in x)
     if callable(x) and not isinstance(x, type):
