@@ -12,6 +12,23 @@ from tracer.index_ops import scatter
 from .module import Module
 
 
+class UnpoolIndexError(IndexError, RuntimeError):
+    """An index from outside the unpooled output (torch raises a RuntimeError; an IndexError as scatter's)."""
+
+
+def _check_range(fn: str, indices, plane: int, size: tuple) -> None:
+    """Eagerly, torch's 'Found an invalid max index' for an index outside the output plane (a traced index
+    is checked by scatter_elements when it runs)."""
+    data = indices._data if indices._var is None else None  # the concrete values (NumPy or CuPy), else None
+    if data is None or data.size == 0:
+        return
+    bad = (data < 0) | (data >= plane)
+    if bool(bad.any()):
+        first = int(data[bad].ravel()[0])
+        raise UnpoolIndexError(f"{fn}: Found an invalid max index: {first} (output volumes are of size "
+                               f"{'x'.join(map(str, size))}); pass output_size= the pooled input's size")
+
+
 def _tuple(v, n: int, fn: str, name: str) -> tuple:
     t = tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
     if len(t) != n or not all(isinstance(i, int) for i in t):
@@ -46,6 +63,7 @@ def _max_unpool(fn: str, nd: int, input, indices, kernel_size, stride, padding, 
     n_in = 1
     for d in spatial:
         n_in *= d
+    _check_range(fn, indices, plane, size)
     flat = tracer.reshape(input, (*batch, n_in))
     base = tracer.zeros((*batch, plane), dtype=input.dtype)
     out = scatter(base, len(batch), tracer.reshape(indices, (*batch, n_in)).astype("int64"), flat)

@@ -257,4 +257,5 @@ for _name in ("logical_and", "logical_or", "logical_xor", "logical_not", "clamp_
 PROPERTIES = {"is_cpu": property(_is_cpu), "itemsize": property(element_size), "nbytes": property(_nbytes),
               "mH": property(_mT), "H": property(lambda self: self.t()),
               "is_sparse": property(_false), "is_quantized": property(_false), "is_meta": property(_false),
+              "is_xpu": property(_false), "is_mps": property(_false),  # no Intel/Apple GPUs here (dcgan reads is_xpu)
               "layout": property(lambda self: "strided")}
