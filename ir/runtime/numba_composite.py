@@ -17,6 +17,7 @@ import numpy as np
 from ..types import TensorType
 from . import numba_gen
 from .numba_gen import load
+from .numba_threads import use_parallel
 
 _ROWS = '''
 @njit(cache=True, error_model="numpy", fastmath={{"contract"}}{extra})
@@ -88,7 +89,7 @@ def composite(op: str, types, out: TensorType, attrs: dict):
     if size < numba_gen.MIN_SIZE:
         return None
     module = _module()
-    which = "parallel" if size >= numba_gen.PARALLEL_SIZE else "serial"
+    which = "parallel" if use_parallel(size) else "serial"
     if op == "nn.layer_norm":
         n = math.prod(types[1].shape)
         if n == 0 or tuple(a % out.ndim for a in attrs["axes"]) != tuple(range(out.ndim - types[1].ndim, out.ndim)):

@@ -139,9 +139,36 @@ def test_broadcast_forms_and_fallbacks():
 def test_into_writes_the_dying_input_and_parallel_form_agrees():
     x = np.linspace(-3, 3, numba_gen.PARALLEL_SIZE * 2, dtype=np.float32).reshape(256, -1)
     want = np.tanh(x) * x
-    got = numba_hook.into((x,), "multiply(tanh(x0), x0)", 0)
+    expr = "multiply(tanh(x0), x0)"
+    run = numba_gen.chain_runner(expr, numba_gen.signature((x,)))
+    module = sys.modules[run.keywords["kernel"].py_func.__module__]
+    both = np.empty_like(x), np.empty_like(x)
+    module.serial(x, both[0])
+    module.parallel(x, both[1])  # the prange form, whatever this process's thread count picks
+    assert np.array_equal(both[0], both[1])
+    got = numba_hook.into((x,), expr, 0)
     assert got is x
     np.testing.assert_allclose(got, want, rtol=2e-7, atol=1e-7)
+    np.testing.assert_array_equal(got, both[0])
+
+
+def test_thread_count_follows_blas_and_one_thread_runs_serial_kernels():
+    code = ("import os, numba, numpy as np; from ir.runtime import numba_gen as g, numba_threads as t;"
+            "x = np.ones((256, 256), np.float32); run = g.chain_runner('exp(x0)', g.signature((x,)));"
+            "print(t.threads(), run.keywords['kernel'].py_func.__name__, numba.config.NUMBA_NUM_THREADS,"
+            "'OMP_WAIT_POLICY' in os.environ)")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "OMP_", "OPENBLAS_", "MKL_", "GOMP_"))}
+    rows = []
+    for extra in ({"OPENBLAS_NUM_THREADS": "1"}, {"OMP_NUM_THREADS": "2", "NUMBA_NUM_THREADS": "1"},
+                  {"OMP_NUM_THREADS": "2"}):
+        env = {**clean, **extra, "PYTHONPATH": ROOT}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT,
+                             check=True)
+        rows.append(out.stdout.split())
+    assert rows[0][:2] == ["1", "serial"] and rows[1][:2] == ["1", "serial"]
+    n, name, limit, left = rows[2]
+    assert int(n) == min(2, int(limit)) and name == ("parallel" if int(n) > 1 else "serial")
+    assert left == "False"  # the pool's wait policy is not left in the environment
 
 
 def test_row_kernels_against_numpy():

@@ -1,0 +1,81 @@
+"""How many threads the numba kernels' `prange` forms use, and the thread pool they run on.
+
+The count comes from the same environment as BLAS's: NUMBA_NUM_THREADS if set, else the first of
+OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS that is set, else numba's own default (the CPU
+count). With one thread only the serial kernels run (no pool is ever started); with more, an array of at
+least `PARALLEL_SIZE` elements runs the `prange` form.
+
+The pool: numba's default threading layer here is OpenMP (GNU libgomp; TBB is not installed), whose
+threads spin after each parallel loop, and OpenBLAS's threads spin after each GEMM. A step alternating the
+two then has each pool's spinning threads take the cores the other needs: benchmarks/numba_threads.py
+measured a GEMM + elementwise pair at 6.5x the 1-thread time on 2 threads with the default layer. So,
+unless the user chose a layer or a wait policy, the pool is started here with OMP_WAIT_POLICY=PASSIVE
+(libgomp reads it once, when it loads; the variable is restored afterwards): idle threads sleep at once.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+PARALLEL_SIZE = 1 << 15  # from here, with more than one thread, the prange loop runs
+_BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _count(name: str) -> int | None:
+    try:
+        n = int(os.environ.get(name, ""))
+    except ValueError:
+        return None
+    return n if n >= 1 else None
+
+
+@functools.cache
+def threads() -> int:
+    """The kernels' thread count (NUMBA_NUM_THREADS, else BLAS's variables, else numba's default)."""
+    n = _count("NUMBA_NUM_THREADS")
+    if n is None:
+        n = next((c for c in map(_count, _BLAS_VARS) if c is not None), None)
+    import numba
+
+    limit = numba.config.NUMBA_NUM_THREADS  # the pool's size, fixed when numba was imported
+    n = limit if n is None else min(n, limit)
+    if n > 1:
+        _start_pool(n)
+    return n
+
+
+def _start_pool(n: int) -> None:
+    from numba.np.ufunc import parallel
+
+    quiet = "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ
+    quiet = quiet and "NUMBA_THREADING_LAYER" not in os.environ and "libgomp" not in _loaded()
+    if quiet:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        parallel._launch_threads()
+    finally:
+        if quiet:
+            del os.environ["OMP_WAIT_POLICY"]
+    import numba
+
+    numba.set_num_threads(n)
+
+
+def _loaded() -> str:
+    """The shared libraries mapped into this process (Linux), or '' where that cannot be read."""
+    if not sys.platform.startswith("linux"):
+        return ""
+    try:
+        with open("/proc/self/maps") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def use_parallel(size: int) -> bool:
+    """Whether a kernel over `size` elements should run its prange form."""
+    return size >= PARALLEL_SIZE and threads() > 1
+
+
+__all__ = ["PARALLEL_SIZE", "threads", "use_parallel"]
