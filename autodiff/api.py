@@ -156,7 +156,9 @@ class _GradFunction:
             raise RuntimeError("no call yet: memory_profile() describes the step the last call ran")
         mod, ex = self.last.mod, self.last.executor
         arrays = [ir.runtime.memory.zeros_for(ex.xp, p.type) for p in mod["main_adjoint"].params]
-        return ir.memory_profile(mod, "main_adjoint", *arrays, device=ex.device)
+        profile = ir.memory_profile(mod, "main_adjoint", *arrays, device=ex.device)
+        profile.step_name = getattr(self.fn, "__qualname__", None) or repr(self.fn)
+        return profile
 
     def __call__(self, *args, **kwargs):
         # The fast path: a compiled signature's generated glue does the whole call, or answers MISS

@@ -51,6 +51,7 @@ class MemoryProfile:
     at_peak: list[LiveValue]
     regions: list[tuple[int, int]]
     backward_start: int | None
+    step_name: str | None = None  # the user's function, when the profile is of its compiled step
 
     @property
     def peak_bytes(self) -> int:
@@ -97,8 +98,9 @@ class MemoryProfile:
         peak = f"peak {format_bytes(self.peak_bytes)}"
         ax.plot([self.peak_index], [live[self.peak_index]], "v", color="black", label=peak)
         part = "forward and backward" if self.backward_start is not None else "forward only"
+        what = self.fn_name if self.step_name is None else f"the step of {self.step_name} ({self.fn_name})"
         ax.set_title(title if title is not None else
-                     f"Memory over one call of {self.fn_name} ({part}): {peak} at operation {self.peak_index}")
+                     f"Memory over one call of {what}, {part}: {peak} at operation {self.peak_index}")
         ax.set_xlabel(f"operations of {self.fn_name} in the order they ran (0: only the inputs are held)")
         ax.set_ylabel(f"memory held ({unit})")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # operations are counted, never halved

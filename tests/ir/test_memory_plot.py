@@ -28,7 +28,7 @@ def test_title_axes_and_units_of_a_training_step(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     peak = format_bytes(prof.peak_bytes)
     assert peak.endswith(" MiB")
-    assert ax.get_title() == (f"Memory over one call of main_adjoint (forward and backward): peak {peak} "
+    assert ax.get_title() == (f"Memory over one call of main_adjoint, forward and backward: peak {peak} "
                               f"at operation {prof.peak_index}")
     assert ax.get_xlabel() == "operations of main_adjoint in the order they ran (0: only the inputs are held)"
     assert ax.get_ylabel() == "memory held (MiB)"
@@ -44,7 +44,7 @@ def test_a_small_forward_in_bytes_and_a_title_of_ones_own(tmp_path):
     prof = ir.memory_profile(mod, "main", np.zeros(16, "float32"))
     assert byte_unit(prof.peak_bytes) == ("B", 1)
     ax = prof.plot(tmp_path / "forward.png").axes[0]
-    assert ax.get_title() == f"Memory over one call of main (forward only): peak {prof.peak_bytes} B at operation 1"
+    assert ax.get_title() == f"Memory over one call of main, forward only: peak {prof.peak_bytes} B at operation 1"
     assert ax.get_ylabel() == "memory held (B)"
     ax = prof.plot(tmp_path / "named.png", title="my_loss: one step").axes[0]
     assert ax.get_title() == "my_loss: one step"
@@ -54,3 +54,18 @@ def test_byte_unit_agrees_with_format_bytes():
     for n, unit in ((0, "B"), (1023, "B"), (1024, "KiB"), (3 * 2**20, "MiB"), (5 * 2**30, "GiB")):
         assert byte_unit(n)[0] == unit
         assert format_bytes(n).endswith(f" {unit}")
+
+
+def test_a_compiled_steps_profile_is_titled_with_the_users_function(tmp_path):
+    pytest.importorskip("matplotlib")
+    w = tracer.tensor(np.ones((8, 4), "float32"))
+
+    def my_loss(x):
+        return tracer.sum(tracer.tanh(x @ w))
+
+    step = autodiff.value_and_grad(my_loss, wrt=[w])
+    step(np.ones((16, 8), "float32"))
+    prof = step.memory_profile()
+    assert prof.step_name.endswith("my_loss")
+    title = prof.plot(tmp_path / "step.png").axes[0].get_title()
+    assert title.startswith(f"Memory over one call of the step of {prof.step_name} (main_adjoint), forward and backward")
