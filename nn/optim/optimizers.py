@@ -9,6 +9,7 @@ import numpy as np
 
 from autodiff.anomaly import check_optimizer
 from ir.runtime import anomaly as _anomaly
+from ir.runtime import numba_optim
 from nn.module import zero_grads
 from tracer import Tensor, enable_grad
 from tracer.autograd import bump
@@ -273,6 +274,15 @@ class SGD(Optimizer):
 
     def _update(self, p, g, state, t, group):
         momentum, weight_decay = group["momentum"], group["weight_decay"]
+        buf = state.get("momentum_buffer")
+        first = momentum and buf is None and type(p) is np.ndarray
+        if first:
+            buf = np.empty_like(p)
+        if numba_optim.sgd(p, g, buf if momentum else None, group["lr"], momentum, group["dampening"], weight_decay,
+                           group["nesterov"], group["maximize"], first):  # one numba loop: the same values
+            if first:
+                state["momentum_buffer"] = buf
+            return
         if group["maximize"]:
             g = -g
         if weight_decay:

@@ -209,6 +209,37 @@ def test_tracegrad_kernels_numpy_gives_the_plain_path():
     assert ir.ops.registry.get_op("fused").kernel is not ir.runtime.fused_cpu._fused_kernel  # here: numba's
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sgd_update_as_a_numba_loop_gives_numpys_bits(dtype, monkeypatch):
+    import nn
+    from ir.runtime import numba_optim
+    from nn import optim
+
+    calls = []
+    real = numba_optim.sgd
+    monkeypatch.setattr(numba_optim, "sgd", lambda *a, **k: calls.append(real(*a, **k)) or calls[-1])
+    rng = np.random.default_rng(3)
+    w0 = rng.standard_normal((33, 17)).astype(dtype)
+    grads = [rng.standard_normal((33, 17)).astype(dtype) for _ in range(3)]
+    grads[2][0, :3] = [np.nan, np.inf, 0.0]
+    configs = [(optim.SGD, dict(lr=0.1)), (optim.SGD, dict(lr=0.1, momentum=0.9, dampening=0.2, weight_decay=0.01)),
+               (optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True, maximize=True))]
+    for cls, kw in configs:
+        out = []
+        for on in (True, False):
+            monkeypatch.setattr(numba_hook, "ENABLED", on)
+            w = nn.Parameter(w0.copy())
+            opt = cls([w], **kw)
+            for g in grads:
+                opt.step([g])
+            out.append((w.numpy().copy(), [np.asarray(v).copy() for v in opt.state[0].values() if hasattr(v, "shape")]))
+        (a, sa), (b, sb) = out
+        np.testing.assert_array_equal(a, b, err_msg=f"{cls.__name__} {kw}")
+        for x, y in zip(sa, sb, strict=True):
+            np.testing.assert_array_equal(x, y, err_msg=f"{cls.__name__} {kw} state")
+    assert calls.count(True) == 3 * len(configs) and calls.count(False) == 3 * len(configs)
+
+
 if __name__ == "__main__":  # the whole op table: the largest error of each kind
     worst = {}
     for case in _float32_cases():
