@@ -13,6 +13,10 @@ import numpy as np
 
 from .types import IRError, TensorType, TupleType, Type
 
+# The module printer (ir.printer.print_module), installed by ir.printer when it loads: printing depends on
+# the nodes, not the other way round, so this module imports nothing of it.
+_PRINTER: list = [lambda mod, show_source=False: f"<IRModule with {list(mod)}; import ir to print it>"]
+
 
 class Expr:
     """Base of every IR expression; each carries its inferred `type`."""
@@ -198,14 +202,10 @@ class IRModule(Mapping):
     def script(self, show_source: bool = False) -> str:
         """The TVMScript text (as str(mod)); show_source=True ends each binding with a
         `# file.py:LINE` comment naming the user line it comes from (the parser ignores comments)."""
-        from .printer import print_module
-
-        return print_module(self, show_source=show_source)
+        return _PRINTER[0](self, show_source=show_source)
 
     def __str__(self) -> str:
-        from .printer import print_module
-
-        return print_module(self)
+        return _PRINTER[0](self)
 
     __repr__ = __str__
 

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from . import nodes
 from .nodes import Block, Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var, free_vars
 from .ops.manipulate import relax_slice_end
 from .ops.registry import get_op
@@ -182,3 +183,6 @@ def _nested(a: np.ndarray) -> str:
 
 
 __all__ = ["assign_names", "print_function", "print_module", "print_type"]
+
+
+nodes._PRINTER[0] = print_module  # IRModule.__str__ / script() print through this module

@@ -16,7 +16,6 @@ from . import (
 from . import bitwise as _bitwise
 from . import create as _create
 from . import data_dependent as _data_dependent
-from . import device as _device
 from . import index_ops as _index_ops
 from . import inplace as _inplace
 from . import inplace_scatter as _inplace_scatter
@@ -24,6 +23,7 @@ from . import inplace_unary as _inplace_unary
 from . import math as _math
 from . import nan_quantiles as _nan_quantiles
 from . import nn_functions as _nn_functions
+from . import placement as _placement
 from . import products as _products
 from . import shape as _shape
 from . import sort_ops as _sort_ops
@@ -99,7 +99,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     >>> tensor([1.0, 2.0]).dtype, tensor(np.zeros(2)).dtype, str(tensor([1.0], device="cpu").device)
     ('float32', 'float64', 'cpu')
     """
-    return tensor_grad.made(_device.place(Tensor(data, dtype), device, "tensor"), requires_grad)
+    return tensor_grad.made(_placement.place(Tensor(data, dtype), device, "tensor"), requires_grad)
 
 
 def from_numpy(array) -> Tensor:

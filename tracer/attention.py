@@ -6,8 +6,8 @@ import numbers
 
 import numpy as np
 
-from .device import place, tensor_device
 from .math import as_tensor, where
+from .placement import place, tensor_device
 from .tensor import Tensor, apply
 
 __all__ = ["scaled_dot_product_attention"]

@@ -19,8 +19,8 @@ import numpy as np
 import ir
 from ir.types import INT_DTYPES
 
-from .device import place, tensor_device
 from .math import as_tensor, astype
+from .placement import place, tensor_device
 from .rng import Generator, fresh_seed
 from .shape import _size_args, concat, zeros, zeros_like
 from .tensor import Tensor, active_trace, apply

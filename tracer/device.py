@@ -139,22 +139,3 @@ def check_same_device(op_name: str, arrays) -> None:
     if len(devices) > 1:
         raise RuntimeError(f"{op_name}: Expected all tensors to be on the same device, but found at least two "
                            f"devices, {' and '.join(devices)}; move them with .to(device), .cuda() or .cpu()")
-
-
-def place(t, dev, what: str = "to"):
-    """Tensor `t` on `dev` (None: left where it is). Inside a trace the executor decides where values live,
-    so a traced tensor (or a constant made while tracing) is returned as it is."""
-    if dev is None:
-        return t
-    dev = parse(dev, what)
-    from .tensor import Tensor, active_trace  # tensor.py imports this module
-
-    if t._var is not None or active_trace() is not None:
-        return t
-    data = move(t._data, dev)
-    return t if data is t._data else Tensor.wrap(data)
-
-
-def tensor_device(t) -> device | None:
-    """The device of a concrete tensor; None for a traced one (the executor decides where it runs)."""
-    return None if t._data is None else device_of(t._data)

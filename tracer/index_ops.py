@@ -12,8 +12,8 @@ import math
 import numpy as np
 
 from . import shape as _shape
-from .device import place, tensor_device
 from .math import as_tensor, astype, where
+from .placement import place, tensor_device
 from .tensor import Tensor, apply
 from .torch_methods import _dim
 

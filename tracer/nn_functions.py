@@ -9,8 +9,8 @@ import numbers
 
 import numpy as np
 
-from .device import place, tensor_device
 from .math import add, as_tensor
+from .placement import place, tensor_device
 from .rng import draw_seed
 from .tensor import Tensor, active_trace, apply
 

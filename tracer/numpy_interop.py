@@ -81,16 +81,20 @@ def _where(condition, x=None, y=None):
     return _m.where(condition, x, y)
 
 
-def _functions():
-    from . import torch_methods as tm
+# NumPy functions whose tracegrad meaning lives in tracer.torch_methods (which imports this module): it
+# registers them here when it loads, so this module never imports it back
+METHOD_FUNCTIONS: dict = {}
 
+
+def _functions():
+    tm = METHOD_FUNCTIONS
     return {
         np.sum: _s.sum, np.mean: _s.mean, np.max: _s.max, np.amax: _s.max, np.min: _s.min, np.amin: _s.min,
-        np.var: _np_axis_call(_s.var, {"ddof": "correction"}), np.std: _np_axis_call(tm.std, {"ddof": "correction"}),
-        np.argmax: _s.argmax, np.argmin: tm.argmin, np.reshape: _np_axis_call(_s.reshape, {"newshape": "shape"}),
+        np.var: _np_axis_call(_s.var, {"ddof": "correction"}), np.std: _np_axis_call(tm["std"], {"ddof": "correction"}),
+        np.argmax: _s.argmax, np.argmin: tm["argmin"], np.reshape: _np_axis_call(_s.reshape, {"newshape": "shape"}),
         np.transpose: _s.permute_dims, np.concatenate: _s.concat, np.stack: _s.stack, np.squeeze: _s.squeeze,
         np.expand_dims: _s.expand_dims, np.where: _where,
-        np.clip: _np_axis_call(tm.clamp, {"a_min": "min", "a_max": "max"}),
+        np.clip: _np_axis_call(tm["clamp"], {"a_min": "min", "a_max": "max"}),
         np.take: _s.take, np.tril: _s.tril, np.triu: _s.triu, np.broadcast_to: _s.broadcast_to, np.matmul: _s.matmul,
         np.swapaxes: _s.transpose, np.zeros_like: _s.zeros_like, np.ones_like: _s.ones_like,
         np.full_like: _s.full_like, np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,

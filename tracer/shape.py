@@ -7,10 +7,10 @@ import numpy as np
 
 from ir.types import INT_DTYPES
 
-from .device import place
-from .device import tensor_device as _device_of
 from .indexing import getitem
 from .math import as_tensor, astype, promote
+from .placement import place
+from .placement import tensor_device as _device_of
 from .tensor import Tensor, apply
 from .tensor_grad import made
 

@@ -10,9 +10,10 @@ import ir
 
 from . import math as _m
 from . import shape as _shape
-from .device import CPU, device, device_of, is_device, move, parse, place, tensor_device
+from .device import CPU, device, device_of, is_device, move, parse
 from .grad_mode import is_grad_enabled
 from .math import as_tensor, astype, greater, not_equal, stop_gradient
+from .placement import place, tensor_device
 from .special_math import div, square
 from .tensor import Tensor, active_trace, apply, array_module_of, dtype_name, to_expr
 

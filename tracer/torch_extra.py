@@ -13,8 +13,8 @@ import numpy as np
 from . import create as _create
 from . import shape as _shape
 from .bitwise import bitwise_and, bitwise_not, bitwise_or, bitwise_xor
-from .device import tensor_device
 from .math import as_tensor, astype, equal, less, less_equal, multiply, not_equal, where
+from .placement import tensor_device
 from .sort_ops import argsort, topk
 from .special_math import clamp, copysign
 from .tensor import Tensor

@@ -293,6 +293,7 @@ def norm(x, p=2, axis=None, keepdims: bool = False) -> Tensor:
 __all__ = ["argmin", "chunk", "clamp", "flatten", "logsumexp", "masked_fill", "norm", "std", "unflatten",
            "unsqueeze"]
 
+numpy_interop.METHOD_FUNCTIONS.update(std=std, argmin=argmin, clamp=clamp)  # np.std/argmin/clip on Tensors
 OPERATORS = {"__setitem__": setitem, **numpy_interop.OPERATORS, **torch_convert.OPERATORS}
 METHODS = {
     "view": view, "flatten": flatten, "unflatten": unflatten, "unsqueeze": unsqueeze, "permute": permute,

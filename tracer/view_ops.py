@@ -74,7 +74,7 @@ def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor
         flat = apply("grad.strided_slice_backward", [x], shape=rest + (size * size,), axes=[len(rest)],
                      begin=[start], end=[start + (length - 1) * (size + 1) + 1], strides=[size + 1])
     else:
-        from .device import place, tensor_device
+        from .placement import place, tensor_device
         flat = place(_shape.zeros(rest + (size * size,), dtype=x.dtype), tensor_device(x), "diag_embed")
     z = _shape.reshape(flat, rest + (size, size))
     others = iter(range(k - 2))
@@ -110,7 +110,7 @@ def _tri_indices(fn: str, lower: bool):
         row, col, offset = (_int(fn, v, name) for v, name in ((row, "row"), (col, "col"), (offset, "offset")))
         pick = np.tril_indices if lower else np.triu_indices
         out = np.stack(pick(row, offset, col)).astype(dtype) if row and col else np.zeros((2, 0), dtype)
-        from .device import place
+        from .placement import place
         return place(Tensor(out), device, fn)
     indices.__name__ = fn
     indices.__doc__ = (f"The 2 x N int64 (row, column) coordinates of the {'lower' if lower else 'upper'} "

@@ -262,4 +262,3 @@ declare("grad.conv3d_input_backward", ("output_grad", "weight"), _CONV3D_ATTRS +
 declare("grad.conv3d_weight_backward", ("output_grad", "data"), _CONV3D_ATTRS + (Attr("weight_shape", "shape"),),
         infer=_infer_conv2d_weight_backward, kernel=_conv2d_weight_backward)
 
-from . import pool, resample  # noqa: E402,F401  (pooling shares these helpers; importing conv registers both)
