@@ -25,6 +25,7 @@ import ir
 from ir import Executor, IRModule, substitute
 from ir.runtime.executor import buffer_owner
 from ir.transform.base import paused_gc
+from ir.verifier import wanted as verify_wanted
 from tracer import Tensor
 from tracer.capture import Sources, locate
 from tracer.inplace import write
@@ -334,7 +335,8 @@ class _GradFunction:
             source = plan_checkpoints(source, self.memory_budget, require_grads=require, target_index=0)
         mod = Gradient("main", require_grads=require, target_index=0)(source)
         mod = ir.transform.optimize()(ir.transform.cleanup()(mod))
-        ir.verify(mod)
+        if verify_wanted():  # TRACEGRAD_VERIFY=1 (tests, debugging): the passes' output checked
+            ir.verify(mod)
         return mod, slots, rebuild
 
     def _wrt_targets(self, traced, source: IRModule, args, arg_params):

@@ -3,8 +3,14 @@
 It checks SSA (every var defined once, before use), that each binding's type agrees with running
 inference again, that every function has exactly one dataflow block, and that arguments are atomic
 (vars, constants, tuples of them), which is what the executor and the passes expect.
+
+A compiled step (autodiff.value_and_grad and its kin) verifies its optimized module only when `wanted()`:
+TRACEGRAD_VERIFY=1 in the environment (the test suite sets it), since on a GPT step verifying cost as
+much as a third of the passes. `verify` itself always checks.
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -14,6 +20,12 @@ from .printer import print_expr
 from .structural import attrs_equal, attrs_key
 from .transform.base import paused_gc
 from .types import IRError, TensorType, TupleType
+
+
+def wanted() -> bool:
+    """Whether compiled steps verify the module they built: TRACEGRAD_VERIFY set (not "", "0", "false",
+    "no" or "off"), read on each compile. Off by default; tests/conftest.py turns it on."""
+    return os.environ.get("TRACEGRAD_VERIFY", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def verify(mod: IRModule) -> None:
