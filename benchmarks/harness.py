@@ -25,9 +25,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
-# tracegrad's configurations: the plain NumPy kernels, and the `fast` extra's numba kernels with fusion on.
+# tracegrad's configurations: the plain NumPy kernels, and what a user with the `fast` extra gets by default
+# (numba kernels; fusion stays off by default: TRACEGRAD_FUSE=1 measured no better, docs/benchmarks.md).
 PLAIN = {"TRACEGRAD_KERNELS": "numpy"}
-FAST = {"TRACEGRAD_FUSE": "1"}
+FAST = {"TRACEGRAD_FUSE": "0"}
 MLP_SIZES = {"mlp": ((784, 1024, 1024, 10), 256), "tiny": ((64, 64, 64, 10), 32)}
 # Steps per turn: a turn of each worker lasts some tens of milliseconds.
 BURST = {"tiny": 100, "mlp": 2, "gpt": 1, "mnist": 1, "wlm": 1, "checkpoint": 1}

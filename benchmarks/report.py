@@ -26,7 +26,7 @@ COLUMNS = (
 )
 ROW_NOTES = (
     "tracegrad numpy: TRACEGRAD_KERNELS=numpy, the plain NumPy path (what runs without the `fast` extra)",
-    "tracegrad fast: the `fast` extra's numba kernels, fusion on (TRACEGRAD_FUSE=1); a row only with numba",
+    "tracegrad fast: the `fast` extra's numba kernels as installed (fusion off, its default); a row only with numba",
     "torch: PyTorch eager; torch.compile: Dynamo+Inductor (not in --quick); jax: one jax.jit-ed step (when installed)",
 )
 
