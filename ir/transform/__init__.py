@@ -6,6 +6,7 @@ from .fold import FoldConstants
 from .fuse import FuseElementwise
 from .layout import LayoutLowering
 from .lower import BatchedWeightGradients, SliceGradientsToConcat
+from .matmul_merge import MergeMatmulSums
 from .remat import RecomputeActivations, ReluMask
 from .simplify import Simplify
 from .unfuse import Unfuse
@@ -28,11 +29,11 @@ def optimize() -> Sequential:
     input is kept anyway instead of keeping them from the forward to the backward pass
     (RecomputeActivations). cleanup() alone keeps the adjoint as Relax's Gradient pass documents it."""
     # the patterns are written on ops: fused chains (fusion on) are expanded first and fused again last
-    return Sequential([Unfuse(), FoldConstants(), BatchedWeightGradients(), SliceGradientsToConcat(), ReluMask(),
-                       LayoutLowering(), Simplify(), DeadCodeElimination(), RecomputeActivations(),
+    return Sequential([Unfuse(), FoldConstants(), BatchedWeightGradients(), MergeMatmulSums(), SliceGradientsToConcat(),
+                       ReluMask(), LayoutLowering(), Simplify(), DeadCodeElimination(), RecomputeActivations(),
                        FuseElementwise()])
 
 
 __all__ = ["BatchedWeightGradients", "CommonSubexpressionElimination", "DeadCodeElimination", "FoldConstants",
-           "FunctionPass", "FuseElementwise", "LayoutLowering", "Pass", "RecomputeActivations", "ReluMask",
-           "Sequential", "Simplify", "SliceGradientsToConcat", "Unfuse", "cleanup", "optimize"]
+           "FunctionPass", "FuseElementwise", "LayoutLowering", "MergeMatmulSums", "Pass", "RecomputeActivations",
+           "ReluMask", "Sequential", "Simplify", "SliceGradientsToConcat", "Unfuse", "cleanup", "optimize"]
