@@ -3,7 +3,7 @@
 A contender is one library (or one tracegrad configuration) on one workload: `Contender(label, library,
 env, threads)`. The parent starts one worker process per contender (`python -m benchmarks.harness WORKLOAD
 LIBRARY`, with the contender's environment and thread count), one after another so that each first call
-runs alone. A worker builds the step, times its first call (build + first step: trace, Gradient and
+runs alone. A worker builds the step (data, weights), times its first call (trace, Gradient and
 compile for tracegrad), takes warm-up steps and prints one JSON line; then each line `n` on its stdin is
 answered with the mean time of `n` steps and the minor page faults they took (`resource.getrusage`). The
 parent asks the workers of a workload in turn, round after round, so all of them see the same machine load,
@@ -98,9 +98,9 @@ def worker(workload: str, library: str, quick: bool, first_only: bool) -> None:
     import benchmarks.workloads  # noqa: F401  imports are not part of the first call
     if library.startswith(("torch", "jax")):
         __import__(library.split(" ")[0].split(".")[0])
+    step = build(workload, library, quick)  # data and weights: not part of the first call
     t0 = time.perf_counter()
-    step = build(workload, library, quick)
-    step()
+    step()  # tracegrad traces, differentiates and compiles here; torch.compile and jax.jit compile here
     first = time.perf_counter() - t0
     stats = getattr(step, "stats", None)
     info = {"first": first, "peak": stats().peak_bytes if stats is not None else None,
@@ -151,7 +151,7 @@ def _start(workload: str, c: Contender, quick: bool, cache: str | None, first_on
 
 
 def first_call(workload: str, c: Contender, cache: str | None) -> float:
-    """Seconds of the first call (build + first step) in a fresh worker process with kernel cache `cache`."""
+    """Seconds of the first call (the first step) in a fresh worker process with kernel cache `cache`."""
     proc, info = _start(workload, c, False, cache, first_only=True)
     proc.communicate()
     return info["first"]

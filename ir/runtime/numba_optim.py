@@ -44,13 +44,16 @@ def _module():
 
 
 def _fits(p, *arrays) -> bool:
-    if not numba_hook.ENABLED or type(p) is not np.ndarray or p.dtype not in _DTYPES or not p.size:
+    if not numba_hook.ENABLED or type(p) is not np.ndarray or p.dtype not in _DTYPES or p.size < max(1, MIN_SIZE):
         return False
     return all(type(a) is np.ndarray and a.dtype == p.dtype and a.flags.c_contiguous and a.shape == p.shape
                for a in (p, *arrays))
 
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# below this many elements NumPy's update costs the same (measured at 4096) and a first call would pay
+# numba's start-up (about 1 s) for nothing
+MIN_SIZE = 1 << 15
 
 
 def sgd(p, g, buf, lr, momentum, dampening, weight_decay, nesterov, maximize, first) -> bool:

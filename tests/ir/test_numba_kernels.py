@@ -173,8 +173,8 @@ def test_thread_count_follows_blas_and_one_thread_runs_serial_kernels():
 
 def test_row_kernels_against_numpy():
     rng = np.random.default_rng(1)
-    x = (rng.standard_normal((64, 96)) * 10).astype(np.float32)
-    g, b = rng.standard_normal(96).astype(np.float32), rng.standard_normal(96).astype(np.float32)
+    x = (rng.standard_normal((64, 300)) * 10).astype(np.float32)  # above numba_gen.MIN_SIZE elements
+    g, b = rng.standard_normal(300).astype(np.float32), rng.standard_normal(300).astype(np.float32)
     t = ir.TensorType(x.shape, "float32")
     for op, attrs, args, ref in [
             ("nn.softmax", {"axis": -1}, (x,), lambda: np.exp(x - x.max(-1, keepdims=True)) /
@@ -216,6 +216,7 @@ def test_sgd_update_as_a_numba_loop_gives_numpys_bits(dtype, monkeypatch):
     from nn import optim
 
     calls = []
+    monkeypatch.setattr(numba_optim, "MIN_SIZE", 0)  # a small weight through the loop too
     real = numba_optim.sgd
     monkeypatch.setattr(numba_optim, "sgd", lambda *a, **k: calls.append(real(*a, **k)) or calls[-1])
     rng = np.random.default_rng(3)
