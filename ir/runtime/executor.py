@@ -20,7 +20,7 @@ from ..cuda_hint import require_cupy
 from ..nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from ..ops.registry import get_op
 from ..types import IRError, TensorType, TupleType, Type
-from . import anomaly, storage
+from . import anomaly, cross_entropy, storage
 from .codegen import generate
 from .instructions import ALIAS, CALL, GETITEM, SPEC, TUPLE
 from .reuse import FRESH, plan_reuse
@@ -99,6 +99,8 @@ def buffer_owner(array):
 class CompiledFunction:
     def __init__(self, fn: Function, name: str, xp, stats: Stats, check_types: bool = False,
                  reuse_buffers: bool = True, specialize_kernels: bool = True, plan_storage: bool = True):
+        if specialize_kernels and xp is np:  # a soft-target cross-entropy chain as one op (ir.runtime.cross_entropy)
+            fn = cross_entropy.rewrite(fn)
         self.name, self.xp, self.stats, self.fn = name, xp, stats, fn
         self.check_types = check_types
         # observer(values, mem): called once the arguments are held, then after each instruction's result

@@ -240,9 +240,24 @@ def _softmax_(x, axis, out=None):
 
 
 def _log_softmax(x, axis, out=None, scratch=(None,)):
-    shifted = np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True), out=out)
-    s = np.add.reduce(np.exp(shifted, out=scratch[0]), axis=axis, keepdims=True)
+    # the reductions' arguments by position (axis, dtype, out, keepdims), no keyword parsing per call
+    shifted = np.subtract(x, _MAX(x, axis, None, None, True), out=out)
+    s = _ADD(np.exp(shifted, out=scratch[0]), axis, None, None, True)
     return np.subtract(shifted, np.log(s, out=s), out=shifted)
+
+
+_MAX, _ADD = np.maximum.reduce, np.add.reduce
+
+
+def _ce_logits(name, types, out):
+    pred, labels = types
+    if pred.dtype not in _FLOATS or pred.dtype != labels.dtype or pred.shape != labels.shape or pred.ndim < 2:
+        return None
+    n = np.dtype(pred.dtype).type(pred.shape[0])
+
+    def cross_entropy(p, t):  # the kernel's -(p * t).sum() / N, the same ufuncs in the same order
+        return np.negative(_ADD(np.multiply(p, t), None)) / n
+    return cross_entropy
 
 
 def _gelu(name, types, out, approximate):
@@ -295,6 +310,6 @@ _BUILDERS = {**{n: _ufunc for n in _UFUNCS}, **{n: _float_ufunc for n in _FLOAT_
              "min": _reduction, "collapse_sum_to": _collapse, "permute_dims": _permute, "reshape": _reshape,
              "expand_dims": _reshape, "squeeze": _reshape, "astype": _astype, "nn.softmax": _softmax,
              "nn.log_softmax": _softmax, "nn.gelu": _gelu, "nn.layer_norm": _layer_norm, "concat": _concat,
-             "grad.nll_loss_backward": _nll_backward}
+             "grad.nll_loss_backward": _nll_backward, "nn.cross_entropy_with_logits": _ce_logits}
 
 __all__ = ["planned", "specialize"]
