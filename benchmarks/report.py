@@ -20,7 +20,7 @@ COLUMNS = (
     ("step ms", "median over interleaved rounds of one training step's wall time (loss, gradients, update)"),
     ("vs numpy", "step time / hand-written NumPy's on the same workload (MLPs)"),
     ("vs torch", "step time / PyTorch eager's on the same workload"),
-    ("first ms", "the first step in a fresh process, data and weights made before (trace, Gradient, compile; warm kernel cache)"),
+    ("first ms", "the first step in a fresh process, data and weights made before (trace, Gradient, compile)"),
     ("faults/step", "minor page faults per step in the contender's own process (resource.getrusage)"),
     ("peak MiB", "tracegrad's executor stats.peak_bytes"),
 )
