@@ -201,6 +201,10 @@ def threshold(input, threshold: float, value: float, inplace: bool = False) -> T
     return inplace_result(x, y, inplace)
 
 
+class GLUSizeError(ValueError, RuntimeError):
+    """glu along a dimension of odd size: torch raises RuntimeError; a ValueError too, as before."""
+
+
 @torch_names
 def glu(input, axis: int = -1) -> Tensor:  # noqa: A002
     """a * sigmoid(b), where a and b are the halves of input along `axis` (torch's `dim=`; default -1)."""
@@ -211,7 +215,7 @@ def glu(input, axis: int = -1) -> Tensor:  # noqa: A002
     if n is None:
         raise IndexError(f"glu: dim {axis} out of range for a tensor of {x.ndim} dimension(s)")
     if n % 2:
-        raise ValueError(f"glu: halving dimension must be even, but dimension {axis} is size {n} (shape {x.shape})")
+        raise GLUSizeError(f"glu: halving dimension must be even, but dimension {axis} is size {n} (shape {x.shape})")
     a, b = tracer.split(x, 2, axis=axis)
     return a * tracer.sigmoid(b)
 

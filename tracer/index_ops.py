@@ -4,6 +4,12 @@ torch's argument names and defaults.
 
 gather and the scatters are Relax's gather_elements / scatter_elements (ir/ops/index.py); the rest are built on
 take, index_update, grad.take_backward, strided_slice and concat, whose VJP rules give the gradients.
+
+Those IR ops keep Relax's meaning (a negative index counts from the end), so that IR text read from TVM computes
+as there; torch's gather, scatters, index_select, index_add and index_copy refuse negative indices instead. The
+check is made here, as a check_index op before the gather or scatter (one pass over the index), rather than as
+an attribute of the IR ops that TVM would not read: a compiled step raises the eager error, of torch's types
+(IndexRangeError is an IndexError and a RuntimeError).
 """
 from __future__ import annotations
 
@@ -30,6 +36,13 @@ def _on(x: Tensor, t: Tensor) -> Tensor:
     return place(t, tensor_device(x), "scatter")
 
 
+def _in_range(fn: str, index: Tensor, x: Tensor, dim: int) -> Tensor:
+    """index, checked (an op: eagerly and in a compiled step alike) to lie in [0, size of x along dim), as torch
+    checks; a 0-d x has size 1."""
+    n = x.shape[dim % x.ndim] if x.ndim else 1
+    return apply("check_index", [index], lower=0, upper=n, what=f"{fn}: index for dimension {dim} of size {n}")
+
+
 def _value_like(x: Tensor, value) -> Tensor:
     """A tensor `value` in x's dtype; a Python number as a 0-d constant of it."""
     if isinstance(value, Tensor):
@@ -49,7 +62,8 @@ def gather(input, dim: int, index, *, sparse_grad: bool = False) -> Tensor:  # n
     [[2.0, 2.0], [3.0, 4.0]]
     """
     x = as_tensor(input)
-    return apply("gather_elements", [x, _index("gather", index)], axis=dim)
+    d = _dim("gather", dim, max(x.ndim, 1))
+    return apply("gather_elements", [x, _in_range("gather", _index("gather", index), x, d)], axis=d)
 
 
 def _src(fn: str, x: Tensor, index: Tensor, src) -> Tensor:
@@ -81,7 +95,7 @@ def scatter(input, dim: int, index, src=None, *, value=None, reduce: str | None 
     x = as_tensor(input)
     if (src is None) == (value is None):
         raise TypeError("scatter: pass exactly one of src (a tensor or a number) and value")
-    index = _index("scatter", index)
+    index = _in_range("scatter", _index("scatter", index), x, _dim("scatter", dim, max(x.ndim, 1)))
     updates = _src("scatter", x, index, value if src is None else src)
     reduction = {None: "update", "add": "add", "multiply": "mul"}.get(reduce)
     if reduction is None:
@@ -92,7 +106,7 @@ def scatter(input, dim: int, index, src=None, *, value=None, reduce: str | None 
 def scatter_add(input, dim: int, index, src) -> Tensor:  # noqa: A002
     """input with src added at index along dim; repeated indices accumulate (torch.scatter_add)."""
     x = as_tensor(input)
-    index = _index("scatter_add", index)
+    index = _in_range("scatter_add", _index("scatter_add", index), x, _dim("scatter_add", dim, max(x.ndim, 1)))
     return apply("scatter_elements", [x, index, _src("scatter_add", x, index, src)], axis=dim, reduction="add")
 
 
@@ -110,7 +124,8 @@ def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bo
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
         raise ValueError(f"scatter_reduce: reduce must be one of 'sum', 'prod', 'mean', 'amax', 'amin', got "
                          f"{reduce!r}")
-    index = _index("scatter_reduce", index)
+    index = _in_range("scatter_reduce", _index("scatter_reduce", index), x,
+                      _dim("scatter_reduce", dim, max(x.ndim, 1)))
     src = _src("scatter_reduce", x, index, src)
     base = x
     if not include_self:  # the scattered-to entries start from the reduction's identity
@@ -152,7 +167,8 @@ def index_select(input, dim: int, index) -> Tensor:  # noqa: A002
     [[5, 6], [1, 2]]
     """
     x = as_tensor(input)
-    return _shape.take(x, _one_d("index_select", index).reshape(-1), axis=_dim("index_select", dim, max(x.ndim, 1)))
+    d = _dim("index_select", dim, max(x.ndim, 1))
+    return _shape.take(x, _in_range("index_select", _one_d("index_select", index).reshape(-1), x, d), axis=d)
 
 
 def _source(fn: str, x: Tensor, dim: int, index: Tensor, source) -> Tensor:
@@ -164,10 +180,14 @@ def _source(fn: str, x: Tensor, dim: int, index: Tensor, source) -> Tensor:
     return source.reshape(want)
 
 
-def _index_args(fn: str, input, dim, index):
+def _index_args(fn: str, input, dim, index, negative_ok: bool = False):
+    """(input as at least 1-D, dim, the 1-D index, input's shape); the index is checked to lie in range (torch's
+    index_fill alone reads a negative index from the end)."""
     x = as_tensor(input)
     d = _dim(fn, dim, max(x.ndim, 1))
     index = _one_d(fn, index).reshape(-1)
+    if not negative_ok:
+        index = _in_range(fn, index, x, d)
     return (x.reshape(1) if x.ndim == 0 else x), d, index, x.shape
 
 
@@ -194,7 +214,7 @@ def index_copy(input, dim: int, index, source) -> Tensor:  # noqa: A002
 
 def index_fill(input, dim: int, index, value) -> Tensor:  # noqa: A002
     """input with the slices at the 1-D index along dim set to `value` (a number or a 0-d tensor)."""
-    x, d, index, shape = _index_args("index_fill", input, dim, index)
+    x, d, index, shape = _index_args("index_fill", input, dim, index, negative_ok=True)
     value = _value_like(x, value)
     if value.ndim:
         raise ValueError(f"index_fill: value must be a number or a 0-d tensor, got shape {value.shape}")
@@ -225,10 +245,12 @@ def masked_scatter(input, mask, source) -> Tensor:  # noqa: A002
 
 def take_along_dim(input, indices, dim: int | None = None) -> Tensor:  # noqa: A002
     """input's entries at indices along dim, the two broadcast against each other outside dim (NumPy's
-    take_along_axis); dim=None reads the flattened input at the flattened indices."""
+    take_along_axis); a negative index counts from the end, as torch's. dim=None reads the flattened input at the
+    flattened indices, which must then lie in range (torch's gather on them)."""
     x, idx = as_tensor(input), _index("take_along_dim", indices, "indices")
     if dim is None:
-        return apply("gather_elements", [x.reshape(-1), idx.reshape(-1)], axis=0)
+        flat = x.reshape(-1)
+        return apply("gather_elements", [flat, _in_range("take_along_dim", idx.reshape(-1), flat, 0)], axis=0)
     if x.ndim != idx.ndim:
         raise ValueError(f"take_along_dim: input of shape {x.shape} and indices of shape {idx.shape} must have "
                          "the same number of dimensions")

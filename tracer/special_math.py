@@ -160,6 +160,10 @@ def square(input) -> Tensor:  # noqa: A002
 # ---------------------------------------------------------------- composites
 
 
+class ClampArgumentError(TypeError, RuntimeError):
+    """clamp without either bound: torch raises RuntimeError; a TypeError too, as before."""
+
+
 def clamp(input, min=None, max=None) -> Tensor:  # noqa: A001,A002 (torch's names)
     """Values limited to [min, max]; either bound may be None, a number or a tensor (broadcast). NaN stays
     NaN and min > max gives max, as torch's. The gradient goes to input where min <= input <= max, to min
@@ -170,7 +174,7 @@ def clamp(input, min=None, max=None) -> Tensor:  # noqa: A001,A002 (torch's name
     [0.0, 0.5, 1.0]
     """
     if min is None and max is None:
-        raise TypeError("clamp: at least one of min and max must not be None")
+        raise ClampArgumentError("clamp: at least one of min and max must not be None")
     given = [v for v in (input, min, max) if v is not None]
     promoted = promote(*given)
     x = promoted[0]

@@ -367,8 +367,13 @@ def _infer_check_index(op, types, lower, upper, what):
     return indices
 
 
+class IndexRangeError(IndexError, RuntimeError):
+    """An index outside the range an op accepts (check_index): torch raises IndexError (index_select, embedding)
+    or RuntimeError (gather, scatter) for these; this is both."""
+
+
 def _check_index(xp, indices, lower, upper, what):
-    """indices itself, after one pass over it: an index outside [lower, upper) raises IndexError."""
+    """indices itself, after one pass over it: an index outside [lower, upper) raises IndexRangeError."""
     if not indices.size:
         return indices
     if lower == 0:  # negative indices become huge unsigned ones: one comparison finds both kinds
@@ -377,8 +382,8 @@ def _check_index(xp, indices, lower, upper, what):
         bad = (indices < lower) | (indices >= upper)
     if bool(bad.any()):
         lo = int(indices.min())
-        raise IndexError(f"{what}: index {lo if lo < lower else int(indices.max())} is out of range "
-                         f"[{lower}, {upper})")
+        raise IndexRangeError(f"{what}: index {lo if lo < lower else int(indices.max())} is out of range "
+                              f"[{lower}, {upper})")
     return indices
 
 

@@ -1,11 +1,16 @@
 """Reductions over axes: sum, prod, mean, max, min, variance, argmax."""
 from __future__ import annotations
 
-from ..types import TensorType
+from ..types import IRError, TensorType
 from .common import norm_axes, norm_axis, require_float, require_numeric
 from .registry import Attr, declare, tensor_arg
 
 AXIS_ATTRS = (Attr("axis", "axes", None), Attr("keepdims", "bool", False))
+
+
+class EmptyReductionError(IRError, IndexError):
+    """max / min / argmax over an axis of size 0, which has no value: torch raises IndexError ("Expected reduction
+    dim 0 to have non-zero size"), RuntimeError when no dim is given; this is both (and an IRError)."""
 
 
 def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
@@ -33,8 +38,8 @@ def _infer(kind):
         axes = norm_axes(op, axis, x.ndim, scalar_ok=True)  # on a 0-d tensor axis 0 / -1 reduces nothing
         axes = axes if x.ndim else ()
         if kind == "order" and any(x.shape[a] == 0 for a in axes):
-            raise op.error(f"cannot reduce x of shape {x.shape} over an empty axis (axis={axis}): it has no "
-                           f"{op.name}")
+            raise EmptyReductionError(f"{op.name}: cannot reduce x of shape {x.shape} over an empty axis "
+                                      f"(axis={axis}): it has no {op.name}")
         return TensorType(reduced_shape(x.shape, axes, keepdims), x.dtype)
     return infer
 
@@ -70,7 +75,8 @@ def _infer_argmax(op, types, axis, keepdims):
     else:
         axes = (norm_axis(op, axis, x.ndim, scalar_ok=True),) if x.ndim else ()
     if any(x.shape[a] == 0 for a in axes) or (axis is None and x.size == 0):
-        raise op.error(f"cannot take argmax of x of shape {x.shape} over an empty axis (axis={axis})")
+        raise EmptyReductionError(f"{op.name}: cannot take argmax of x of shape {x.shape} over an empty axis "
+                                  f"(axis={axis})")
     return TensorType(reduced_shape(x.shape, axes, keepdims), "int64")
 
 

@@ -60,7 +60,7 @@ def test_embedding_raises_the_same_error_eager_and_compiled(bad, dtype):
     indices = np.array(bad, dtype)
     eager = _errors(emb, tracer.tensor(indices))
     compiled = _errors(step, indices)
-    assert eager is not None and eager[0] is IndexError
+    assert eager is not None and issubclass(eager[0], IndexError)  # IndexRangeError: a RuntimeError too
     assert compiled == eager
     assert eager[1] == f"Embedding(10, 4): index {min(bad) if min(bad) < 0 else max(bad)} is out of range [0, 10)"
 

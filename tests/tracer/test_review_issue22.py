@@ -1,5 +1,6 @@
 """Review of issue 22's ops as a PyTorch user meets them (nn.torch against torch 2.13): each finding is a test,
 fixed where the fix was small, a strict xfail naming the reason otherwise."""
+import re
 import warnings
 
 import numpy as np
@@ -57,19 +58,47 @@ def test_integer_division_by_zero_is_a_runtime_error_as_torch():
         step(w)
 
 
+_NEGATIVE = {  # torch refuses a negative index in each of these (index_fill and take_along_dim(dim=) accept it)
+    "gather": lambda m, x, i: m.gather(x, 0, i),
+    "index_select": lambda m, x, i: m.index_select(x, 0, i),
+    "take_along_dim-flat": lambda m, x, i: m.take_along_dim(x, i),
+    "index_add": lambda m, x, i: x.index_add(0, i, m.ones(1)),
+    "index_copy": lambda m, x, i: x.index_copy(0, i, m.ones(1)),
+    "scatter": lambda m, x, i: x.scatter(0, i, m.ones(1)),
+    "scatter_add": lambda m, x, i: x.scatter_add(0, i, m.ones(1)),
+    "scatter_reduce": lambda m, x, i: x.scatter_reduce(0, i, m.ones(1), "amax"),
+}
+
+
+@pytest.mark.filterwarnings("ignore::autodiff.step_cache.StepRemadeWarning")  # one step per case, on purpose
+@pytest.mark.parametrize("op", sorted(_NEGATIVE))
+@pytest.mark.parametrize("index", [-1, 2])
+def test_negative_and_out_of_range_indices_are_refused_as_torch(op, index):
+    # Relax's gather_elements / take read -1 as the last entry; torch's gather, scatters and index ops refuse it.
+    # The check is an op (check_index) before the gather, so a compiled step raises the eager error
+    call = _NEGATIVE[op]
+    want = None
+    if torch is not None:
+        with pytest.raises((RuntimeError, IndexError)) as want:
+            call(torch, torch.tensor([1.0, 2.0]), torch.tensor([index]))
+    with pytest.raises(IndexError, match=f"index {index} is out of range") as got:
+        call(tt, tt.tensor([1.0, 2.0]), tt.tensor([index]))
+    assert isinstance(got.value, RuntimeError)
+    assert want is None or isinstance(got.value, want.type)
+    w = tracer.tensor(np.array([1.0, 2.0]))
+    step = autodiff.value_and_grad(lambda w, i: call(tt, w * 2, i).sum(), w)
+    step(w, tracer.tensor(np.array([1])))  # compiled for an index in range
+    with pytest.raises(IndexError, match=re.escape(str(got.value))) as compiled:
+        step(w, tracer.tensor(np.array([index])))
+    assert isinstance(compiled.value, RuntimeError)
+
+
 @pytest.mark.skipif(torch is None, reason="needs torch")
-@pytest.mark.xfail(strict=True, reason="gather_elements/take read negative indices as NumPy/ONNX/Relax do "
-                   "(from the end); torch.gather and index_select refuse them. Checking needs a torch-bounds "
-                   "attribute on the IR ops so that eager and compiled raise alike: not a small edit")
-@pytest.mark.parametrize("op", ["gather", "index_select"])
-def test_negative_indices_are_refused_as_torch(op):
-    def call(m):
-        x = m.tensor([1.0, 2.0])
-        return m.gather(x, 0, m.tensor([-1])) if op == "gather" else m.index_select(x, 0, m.tensor([-1]))
-    with pytest.raises((RuntimeError, IndexError)):
-        call(torch)
-    with pytest.raises((RuntimeError, IndexError)):
-        call(tt)
+def test_index_fill_and_take_along_dim_still_count_negative_indices_from_the_end():
+    for m in (tt, torch):
+        x = m.tensor([[1.0, 2.0, 3.0]])
+        assert x.index_fill(1, m.tensor([-1]), 0.0).tolist() == [[1.0, 2.0, 0.0]]
+        assert m.take_along_dim(x, m.tensor([[-1, 0]]), 1).tolist() == [[3.0, 1.0]]
 
 
 @pytest.mark.skipif(torch is None, reason="needs torch")
@@ -97,9 +126,6 @@ def test_integer_tensor_to_negative_tensor_power_as_torch():
     (lambda m: m.nn.functional.glu(m.arange(3.0)), RuntimeError),
     (lambda m: m.amax(m.zeros(0, 3), dim=0), IndexError),
 ], ids=["clamp-no-bounds", "gather-out-of-range", "masked_scatter-short-source", "glu-odd", "amax-empty-dim"])
-@pytest.mark.xfail(strict=True, reason="raised with a type torch does not use (TypeError, IndexError, ValueError "
-                   "or IRError); a user's `except RuntimeError` misses them: each needs an error class deriving "
-                   "from both types at its raise site (tracer/index_ops.py, nn/, ir/ops/reduction.py)")
 def test_errors_have_torchs_type(call, torch_type):
     if torch is not None:
         with pytest.raises(torch_type):
