@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 import ir
+from ir.ops.elementwise import IntegerPowerError
 
 from .tensor import Tensor, TraceError, apply
 
@@ -192,7 +193,25 @@ def _binary(op):
 
 
 add, subtract, multiply = (_binary(n) for n in ("add", "subtract", "multiply"))
-maximum, minimum, power = (_binary(n) for n in ("maximum", "minimum", "power"))
+maximum, minimum = (_binary(n) for n in ("maximum", "minimum"))
+
+
+def power(x1, x2) -> Tensor:
+    """Elementwise x1 ** x2 with broadcasting, as torch.pow: an integer tensor to a negative integer tensor power
+    is 0 (1 for a base of 1, 1 or -1 by parity for -1); to a negative Python integer it raises IntegerPowerError
+    (a RuntimeError and a ValueError), as torch refuses it.
+
+    >>> import tracer
+    >>> (tracer.tensor([2, 1, -1]) ** tracer.tensor([-1, -2, -3])).tolist()
+    [0, 1, -1]
+    """
+    if (isinstance(x1, Tensor) and np.dtype(x1.dtype).kind in "biu" and isinstance(x2, (int, np.integer))
+            and not isinstance(x2, (bool, np.bool_)) and x2 < 0):
+        raise IntegerPowerError(f"power: Integers to negative integer powers are not allowed ({x1.dtype} "
+                                f"tensor ** {x2}); use a float exponent ({float(x2)})")
+    return apply("power", promote(x1, x2))
+
+
 less, less_equal, greater = (_binary(n) for n in ("less", "less_equal", "greater"))
 greater_equal, equal, not_equal = (_binary(n) for n in ("greater_equal", "equal", "not_equal"))
 

@@ -70,8 +70,20 @@ def _floor_mod(xp, a, b):
         return xp.remainder(a, b)
 
 
+class IntegerPowerError(ValueError, RuntimeError):
+    """An integer tensor to a negative Python integer power: torch raises RuntimeError ("Integers to negative
+    integer powers are not allowed."); a ValueError too, as NumPy raises."""
+
+
 def _power(xp, a, b):
-    return xp.power(a, b)
+    """a ** b; for integers, torch's rule where b < 0 (NumPy raises): 1 ** b is 1, (-1) ** b is 1 or -1 by b's
+    parity, any other base (0 too) gives 0: 1 / a ** -b truncated."""
+    if b.dtype.kind != "i" or not bool((b < 0).any()):
+        return xp.power(a, b)
+    negative = b < 0
+    out = xp.power(a, xp.where(negative, 0, b))
+    small = xp.where(a == -1, 1 - 2 * (b & 1), a == 1).astype(out.dtype)  # b & 1: b's parity, also for b < 0
+    return xp.where(negative, small, out)
 
 
 _binary("add", lambda xp, a, b: a + b)

@@ -28,6 +28,10 @@ CASES = [
     OpCase("divide", lambda a, b: a / b, np.divide, [rand(2, 3), pos[:1, :3]], ("divide",)),
     OpCase("power", T.power, np.power, [pos, rand(3, 4, seed=3)], ("power",)),
     OpCase("pow_scalar", lambda a: a ** 2.0, lambda a: a ** np.float32(2.0), [rand(5)], ("power",)),
+    # torch's integer rule for a negative exponent (NumPy raises): 0, 1 for a base of 1, +-1 by parity for -1
+    OpCase("power_int_negative_exponent", T.power, lambda a, b: np.array([0, 1, -1, 0, 0, 0, 1, 25, -8], "int32"),
+           [np.array([2, 1, -1, 3, 0, -2, -1, 5, -2], "int32"), np.array([-1, -1, -1, -2, -1, -3, -2, 2, 3], "int32")],
+           ("power",), grad=False),
     OpCase("maximum", T.maximum, np.maximum, [rand(3, 4), rand(4, seed=1)], ("maximum",)),
     OpCase("minimum", T.minimum, np.minimum, [rand(3, 4), rand(3, 1, seed=1)], ("minimum",)),
     OpCase("negative", lambda a: -a, np.negative, [rand(2, 3)], ("negative",)),

@@ -109,14 +109,37 @@ def test_hardtanh_and_relu6_keep_an_integer_dtype(fn):
     assert got.dtype == "int64" and got.tolist() == want.tolist()
 
 
+_BASE, _EXPONENT = [2, 1, -1, 3, 0, -2, -1, 5], [-1, -1, -1, -2, -1, -3, -2, 2]
+
+
 @pytest.mark.skipif(torch is None, reason="needs torch")
-@pytest.mark.xfail(strict=True, reason="integer power runs NumPy's, which raises ValueError for any negative "
-                   "exponent; torch gives 0 (1 and -1 by parity) for a tensor exponent and RuntimeError only "
-                   "for a Python-number one: needs the kernel's rule and a tracer-level scalar check")
-def test_integer_tensor_to_negative_tensor_power_as_torch():
-    base, exp = [2, 1, -1, 3], [-1, -1, -1, -2]
-    want = (torch.tensor(base) ** torch.tensor(exp)).tolist()
-    assert (tt.tensor(base) ** tt.tensor(exp)).tolist() == want
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
+def test_integer_tensor_to_negative_tensor_power_as_torch(dtype):
+    # NumPy raises for any negative integer exponent; torch gives 0, 1 for a base of 1 and +-1 for -1 by parity
+    want = (torch.tensor(_BASE, dtype=getattr(torch, dtype)) ** torch.tensor(_EXPONENT, dtype=getattr(torch, dtype)))
+    base, exponent = (tt.tensor(np.array(v, dtype)) for v in (_BASE, _EXPONENT))
+    got = base ** exponent
+    assert got.dtype == dtype and got.tolist() == want.tolist()
+    assert (2 ** tt.tensor([-1, 2])).tolist() == (2 ** torch.tensor([-1, 2])).tolist() == [0, 4]
+    assert (base ** tt.tensor(np.array(-1, dtype))).tolist() == (torch.tensor(_BASE) ** torch.tensor(-1)).tolist()
+
+
+def test_integer_power_compiled_as_eager():
+    w = tracer.tensor(np.array([1.0, 2.0]))
+    step = autodiff.value_and_grad(lambda w, b, e: (w * (b ** e).sum()).sum(), w)
+    value, grad = step(w, tracer.tensor(np.array(_BASE)), tracer.tensor(np.array(_EXPONENT)))
+    assert float(value) == 3 * 26 and np.asarray(grad).tolist() == [26.0, 26.0]  # b ** e sums to 0+1-1+1+25
+
+
+@pytest.mark.parametrize("call", [lambda m, x: x ** -1, lambda m, x: m.pow(x, -2), lambda m, x: x.pow_(-1),
+                                  lambda m, x: (x > 0) ** -1], ids=["**", "pow", "pow_", "bool"])
+def test_integer_tensor_to_a_negative_python_integer_is_a_runtime_error_as_torch(call):
+    for m in (tt,) if torch is None else (tt, torch):
+        with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+            call(m, m.tensor([2, 3]))
+    with pytest.raises(ValueError):  # still one, as NumPy's error was
+        call(tt, tt.tensor([2, 3]))
+    assert (tt.tensor([2, 4]) ** -1.0).tolist() == [0.5, 0.25]
 
 
 @pytest.mark.parametrize("call, torch_type", [
