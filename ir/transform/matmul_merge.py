@@ -43,12 +43,16 @@ class MergeMatmulSums(_Rewrite):
         # tree's root is rewritten
         self._inner = {id(adds[a]) for c in adds.values() if all(a.type == c.type for a in c.args)
                        for a in c.args if isinstance(a, Var) and a in adds and uses[a] == 1}
+        self._stacks = _stacks(bindings)
+        self._moved: dict[int, Var] = {}  # id of a stack's concat emitted earlier by a merge -> its new var
         try:
             return super().transform_function(fn)
         finally:
-            del self._inner
+            del self._inner, self._stacks, self._moved
 
     def rewrite(self, call: Call, defs, uses, emit):
+        if id(call) in self._moved:
+            return self._moved[id(call)]  # an alias, which Simplify removes
         if call.op != "add" or id(call) in self._inner:
             return None
         terms: list[Expr] = []
@@ -67,13 +71,48 @@ class MergeMatmulSums(_Rewrite):
         chosen = [key for key, pairs in groups.items() if _worth_merging(pairs, call.type.shape)]
         if not chosen:
             return None
-        merged = [_merged(key, groups[key], defs, emit) for key in chosen]
+        merged = [self._merged(key, groups[key], defs, emit) for key in chosen]
         rest += [singles[key] for key in groups if key not in chosen]
         total = [emit(m) for m in merged] + rest
         acc = total[0]
         for t in total[1:-1]:
             acc = emit(make_call("add", [acc, t]))
         return make_call("add", [acc, total[-1]]) if len(total) > 1 else merged[0]
+
+    def _merged(self, key: tuple, pairs: list[tuple[Expr, Expr]], defs, emit) -> Call:
+        _, transposed = key
+        stacked = self._stacked([y for _, y in pairs], defs, emit)
+        if stacked is None:
+            ys = emit(make_call("concat", [Tuple([y for _, y in pairs])], {"axis": 0}))
+        else:  # in the stack's order, so that one concat serves both
+            ys, order = stacked
+            pairs = sorted(pairs, key=lambda p: order[p[1]])
+        if transposed:  # concat the rows of the untransposed operands (contiguous copies), then one transpose
+            rows = emit(make_call("concat", [Tuple([_transposed(x, defs) for x, _ in pairs])], {"axis": 0}))
+            xs = emit(make_call("permute_dims", [rows], {"axes": _T}))
+        else:
+            xs = emit(make_call("concat", [Tuple([x for x, _ in pairs])], {"axis": 1}))
+        return make_call("matmul", [xs, ys])
+
+    def _stacked(self, ys: list[Expr], defs, emit):
+        """(the ys concatenated, {y: position}) from a concat of them along a new leading axis that the function
+        makes anyway (the gradient of an RNN's hoisted input projection, split into steps), else None. A
+        stack bound later is bound here instead, once its parts are all bound."""
+        found = self._stacks.get(frozenset(ys)) if len(set(ys)) == len(ys) else None
+        if found is None:
+            return None
+        var, concat, sources = found
+        if var in defs:
+            stack = var
+        elif id(concat) in self._moved:
+            stack = self._moved[id(concat)]
+        elif all(p in defs for p in concat.args[0].fields):
+            stack = self._moved[id(concat)] = emit(concat)
+        else:
+            return None
+        rows = sum(y.type.shape[0] for y in ys)
+        flat = emit(make_call("reshape", [stack], {"shape": (rows, ys[0].type.shape[1])}))
+        return flat, {y: i for i, y in enumerate(sources)}
 
 
 def _sum_terms(e: Expr, defs, uses, t, terms: list, top: bool) -> None:
@@ -113,15 +152,28 @@ def _worth_merging(pairs: list[tuple[Expr, Expr]], shape: tuple[int, int]) -> bo
     return len(pairs) > 1 and inner * (p + n) <= (len(pairs) - 1) * p * n
 
 
-def _merged(key: tuple, pairs: list[tuple[Expr, Expr]], defs, emit) -> Call:
-    _, transposed = key
-    ys = emit(make_call("concat", [Tuple([y for _, y in pairs])], {"axis": 0}))
-    if transposed:  # concat the rows of the untransposed operands (contiguous copies), then one transpose
-        rows = emit(make_call("concat", [Tuple([_transposed(x, defs) for x, _ in pairs])], {"axis": 0}))
-        xs = emit(make_call("permute_dims", [rows], {"axes": _T}))
-    else:
-        xs = emit(make_call("concat", [Tuple([x for x, _ in pairs])], {"axis": 1}))
-    return make_call("matmul", [xs, ys])
+def _stacks(bindings) -> dict:
+    """{frozenset of the 2-D tensors: (var, concat, tensors in order)} of each concat(reshape(y_t, (1, M, N)),
+    axis=0), a stack of 2-D tensors, the function binds."""
+    defs = {b.var: b.value for b in bindings}
+    out = {}
+    for b in bindings:
+        c = b.value
+        if not (isinstance(c, Call) and c.op == "concat" and c.attrs["axis"] == 0 and isinstance(c.args[0], Tuple)):
+            continue
+        sources = [_unexpanded(p, defs) for p in c.args[0].fields]
+        if all(y is not None for y in sources) and len(set(sources)) == len(sources):
+            out.setdefault(frozenset(sources), (b.var, c, sources))
+    return out
+
+
+def _unexpanded(p: Expr, defs) -> Expr | None:
+    """y when p = reshape(y, (1,) + y.shape) with y 2-D, else None."""
+    value = defs.get(p) if isinstance(p, Var) else None
+    if isinstance(value, Call) and value.op == "reshape" and value.args[0].type.ndim == 2:
+        y = value.args[0]
+        return y if value.type.shape == (1,) + y.type.shape else None
+    return None
 
 
 __all__ = ["MergeMatmulSums"]

@@ -6,7 +6,7 @@ import pytest
 
 import ir
 import tracer
-from ir.transform import DeadCodeElimination, MergeMatmulSums, optimize
+from ir.transform import DeadCodeElimination, MergeMatmulSums, Simplify, optimize
 from tests.ir.adjoints import adjoint, ops
 
 STEPS = 5
@@ -19,7 +19,7 @@ def _rnn(x, h, w, u):
 
 
 def _merged(mod):
-    new = DeadCodeElimination()(MergeMatmulSums()(mod))
+    new = DeadCodeElimination()(Simplify()(MergeMatmulSums()(mod)))
     ir.verify(new)
     assert ir.structural_equal(ir.parse(str(new)), new)
     return new
@@ -56,6 +56,25 @@ def test_an_rnn_weight_gradient_is_one_matmul_and_its_adds_are_gone():
     after = new["main_adjoint"]
     assert _adds_of(after, (16, 16)) == 0 and _adds_of(after, (8, 16)) == 0
     assert ops(after).count("matmul") == ops(before).count("matmul") - 2 * (STEPS - 1)  # the forward's kept
+    _assert_same(mod, new, "main_adjoint", args)
+
+
+def _rnn_hoisted(x, h, w, u):
+    steps, batch, width = x.shape[0], x.shape[1], w.shape[1]
+    gates = (x.reshape(steps * batch, x.shape[2]) @ u).reshape(steps, batch, width)  # as nn.LSTM: one product
+    for g in tracer.split(gates, steps, axis=0):
+        h = tracer.tanh(h @ w + g.reshape(batch, width))
+    return (h * h).sum()
+
+
+def test_the_stack_of_step_gradients_the_function_makes_anyway_is_shared():
+    args = _rnn_args()
+    mod = adjoint(_rnn_hoisted, *args)
+    assert ops(mod["main_adjoint"]).count("concat") == 1  # split's gradient: the steps' gate gradients
+    new = _merged(mod)
+    after = new["main_adjoint"]
+    assert _adds_of(after, (16, 16)) == 0
+    assert ops(after).count("concat") == 2  # that one, now read by w's gradient too, and the hidden states
     _assert_same(mod, new, "main_adjoint", args)
 
 
