@@ -43,7 +43,9 @@ def signature(obj) -> str:
         text = str(inspect.signature(target))
     except (TypeError, ValueError):
         return "(...)"
-    # postponed annotations print quoted ('int | None'); a default string keeps its quotes (= 'float32')
+    # postponed annotations print quoted ('int | None'); a default string keeps its quotes (= 'float32');
+    # a function default prints by name, not by its address (which changes every run)
+    text = re.sub(r"<function ([\w.]+) at 0x[0-9a-f]+>", r"\1", text)
     return re.sub(r"(: |-> )'([^']*)'", r"\1\2", text)
 
 
