@@ -4,8 +4,10 @@ profile, and the specialised and fused kernels for NumPy and CuPy.
 `ir` is the IR, its text and its passes; this package runs it. Importing it installs the runtime's
 kernels for ops the IR declares with reference ones (`fused`).
 """
-from . import conv_kernels  # noqa: F401  (installs im2col-chunked conv2d and sliced max_pool2d kernels)
-from . import fused_cpu  # noqa: F401  (installs the fused op's NumPy/CuPy kernel)
+from . import (
+    conv_kernels,  # noqa: F401  (installs im2col-chunked conv2d and sliced max_pool2d kernels)
+    fused_cpu,  # noqa: F401  (installs the fused op's NumPy/CuPy kernel)
+)
 from .executor import Executor, Stats
 from .memory import MemoryProfile, memory_profile
 

@@ -91,4 +91,5 @@ def set_detect_anomaly(mode: bool, check_nan: bool = True):
 
 
 __all__ = ["Function", "FunctionCtx", "Variable", "backward", "detect_anomaly", "enable_grad", "grad", "gradcheck",
-           "inference_mode", "is_anomaly_enabled", "is_grad_enabled", "no_grad", "set_detect_anomaly", "set_grad_enabled"]
+           "inference_mode", "is_anomaly_enabled", "is_grad_enabled", "no_grad", "set_detect_anomaly",
+           "set_grad_enabled"]
