@@ -1,6 +1,12 @@
 """Models as Python classes: Module, Parameter, layers, losses, functional, init, optim, saving, data."""
 __tracegrad__ = True  # the marker ir/siblings.py looks for in each of tracegrad's four packages
-from ir import siblings as _siblings  # noqa: F401, I001  (first: a foreign `ir` raises there)
+try:
+    from ir import siblings as _siblings  # noqa: F401, I001  (first: a foreign `ir` raises there)
+except ImportError as _e:  # an `ir` without tracegrad's files: another project's, earlier on sys.path
+    import ir as _ir
+    raise ImportError(f"the top-level package `ir` found at {getattr(_ir, '__file__', _ir)} is not tracegrad's; "
+                      "remove it (pip uninstall it, or take its folder off sys.path), then pip install "
+                      "--force-reinstall tracegrad", name="ir") from _e
 import autodiff as _autodiff  # noqa: F401  (installs loss.backward(): `import nn` is enough for the torch loop)
 
 from . import data, distributed, distributions, functional, init, optim, param_vector, safetensors, utils

@@ -47,6 +47,17 @@ def test_a_foreign_ir_written_over_tracegrads_is_named(tmp_path):
         assert "PackageClashError" in done.stderr and "the top-level package `ir` found at" in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("name", ["tracer", "autodiff", "nn"])
+def test_a_foreign_ir_first_on_the_path_is_named_with_the_fix(tmp_path, name):
+    """A folder `ir/` of another project beside the script: it has no ir.siblings to do the check."""
+    pkg = _foreign(tmp_path, "ir")
+    done = _import_in_subprocess(tmp_path, f"import {name}")
+    assert done.returncode != 0
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("ImportError: the top-level package `ir` found at "), done.stderr
+    assert str(pkg / "__init__.py") in last and "pip install --force-reinstall tracegrad" in last
+
+
 def test_the_clash_is_an_import_error_and_tracegrads_own_packages_pass(tmp_path):
     _foreign(tmp_path, "autodiff")
     done = _import_in_subprocess(tmp_path, "exec('try: import tracer\\nexcept ImportError as e: "

@@ -2,7 +2,13 @@
 __tracegrad__ = True  # the marker ir/siblings.py looks for in each of tracegrad's four packages
 import numpy as np
 
-from ir import siblings as _siblings  # noqa: F401  (first: a foreign `ir` raises there)
+try:
+    from ir import siblings as _siblings  # noqa: F401  (first: a foreign `ir` raises there)
+except ImportError as _e:  # an `ir` without tracegrad's files: another project's, earlier on sys.path
+    import ir as _ir
+    raise ImportError(f"the top-level package `ir` found at {getattr(_ir, '__file__', _ir)} is not tracegrad's; "
+                      "remove it (pip uninstall it, or take its folder off sys.path), then pip install "
+                      "--force-reinstall tracegrad", name="ir") from _e
 from ir.types import check_dtype
 
 from . import (
