@@ -30,7 +30,7 @@ from .specialize import specialize
 def array_module(device: str):
     if device == "cpu":
         return np
-    if device == "cuda" or device == "cuda:0":  # the current GPU, as tensors name it
+    if device == "cuda":
         return require_cupy()
     raise ValueError(f'device must be "cpu", "cuda" or "cuda:0" (the current GPU; select another with '
                      f'cupy.cuda.Device(n).use()), got {device!r}')
@@ -454,9 +454,9 @@ class Executor:
 
     def __init__(self, mod: IRModule, device: str = "cpu", check_types: bool = False):
         self.mod = mod
-        self.device = "cuda" if device == "cuda:0" else device
+        self.device = "cuda" if device == "cuda:0" else device  # the current GPU, as tensors name it
         self.check_types = check_types
-        self.xp = array_module(device)
+        self.xp = array_module(self.device)
         self.stats = Stats()
         self._compiled: dict[str, CompiledFunction] = {}
 

@@ -17,7 +17,6 @@ TORCH = {
     "sparse": "tracegrad has dense tensors only",
     "sparse_coo_tensor": "tracegrad has dense tensors only: torch.zeros(size) then index writes",
     "quantization": "tracegrad has no quantized tensors", "ao": "tracegrad has no quantized tensors",
-    "onnx": "print(step.module) shows tracegrad's IR; ir.parse reads it back (no ONNX export)",
     "hub": "build the model class and model.load_state_dict(nn.load(path)) (nn.load reads torch checkpoints)",
     "profiler": "step.stats and step.memory_profile() of an autodiff.value_and_grad step; benchmarks/",
     "export": "autodiff.value_and_grad(...).module is the traced IR", "fx": "tracer.trace(fn, *args) gives the IR",
@@ -31,7 +30,6 @@ TORCH = {
     "cov": "c = x - x.mean(1, keepdim=True); c @ c.mT / (x.shape[1] - 1)",
     "chain_matmul": "torch.linalg.multi_dot or a @ b @ c", "pdist": "torch.cdist(x, x) (its upper triangle)",
     "cosine_similarity": "(a * b).sum(dim) / (a.norm(dim=dim) * b.norm(dim=dim)).clamp_min(eps)",
-    "pairwise_distance": "(a - b + eps).norm(dim=-1)",
     "block_diag": "torch.zeros then slice writes, or torch.cat of padded blocks",
     "cartesian_prod": "torch.meshgrid(a, b, indexing='ij') then torch.stack(..., -1).reshape(-1, 2)",
     "combinations": "torch.triu_indices(n, n, 1) to index pairs",
@@ -51,16 +49,12 @@ NN = {
 
 FUNCTIONAL = {
     "grid_sample": "no grid sampling op yet", "affine_grid": "no affine grid op yet",
-    "ctc_loss": "no CTC loss yet", "embedding_bag": "F.embedding then .sum/.mean over the bag axis",
     "cosine_similarity": "(a * b).sum(dim) / (a.norm(dim=dim) * b.norm(dim=dim)).clamp_min(eps)",
-    "pairwise_distance": "(a - b + eps).norm(dim=-1)",
     "gumbel_softmax": "F.softmax((logits - (-torch.rand_like(logits).log()).log()) / tau, dim=-1)",
     "multi_head_attention_forward": "nn.MultiheadAttention",
 }
 
 AUTOGRAD = {
-    "Function": "a custom backward cannot be expressed in the recorded IR; compose the forward from tracer ops "
-                "(their VJP rules give the gradient) or register an op with autodiff.register_vjp",
     "functional": "autodiff.grad / value_and_grad (jacobian: one grad per output row)",
     "forward_ad": "tracegrad differentiates in reverse mode only (autodiff.grad)",
     "profiler": "step.stats of an autodiff.value_and_grad step",
