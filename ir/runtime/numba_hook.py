@@ -30,6 +30,11 @@ def wanted() -> bool:
 ENABLED = wanted()
 
 
+def ready() -> bool:
+    """True when numba kernels may be used now (the fast extra installed and not switched off)."""
+    return ENABLED
+
+
 def _runner(expr, xs):
     from . import numba_gen
 
@@ -93,4 +98,4 @@ def _unary(run):
     return gelu
 
 
-__all__ = ["ENABLED", "fused_kernel", "into", "specialize", "wanted"]
+__all__ = ["ENABLED", "fused_kernel", "into", "ready", "specialize", "wanted"]
