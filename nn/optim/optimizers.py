@@ -150,6 +150,7 @@ class Optimizer(ABC):
             raise ValueError(f"{type(self).__name__}.step: got {len(grads)} gradients for {len(self.params)} "
                              "parameters")
         arrays = []
+        ndarray = np.ndarray
         for i, (p, g) in enumerate(zip(self.params, grads, strict=True)):
             if g is None or p._is_parameter and not p.requires_grad:  # frozen or no gradient: left alone, as torch
                 arrays.append(None)
@@ -157,7 +158,7 @@ class Optimizer(ABC):
             data = p._data
             if type(g) is Tensor and g._var is None:  # value_and_grad's gradients: concrete Tensors
                 g = g._data
-            if not (type(g) is np.ndarray and type(data) is np.ndarray and g.dtype == data.dtype):
+            if not (type(g) is ndarray and type(data) is ndarray and g.dtype == data.dtype):
                 g = as_array(g, data)  # a Tensor, a list, another dtype or array module
             if g.shape != data.shape:
                 raise ValueError(f"{type(self).__name__}.step: gradient {i} has shape {tuple(g.shape)} but "
@@ -166,14 +167,17 @@ class Optimizer(ABC):
         if _anomaly.enabled:  # autodiff.detect_anomaly: a NaN gradient names its parameter
             check_optimizer(self, arrays, "gradient")
         self.step_count += 1
+        groups, group_of, skipped, update = self.param_groups, self._group_of, self.skipped, self._update
         for i, (p, g, state) in enumerate(zip(self.params, arrays, self.state, strict=True)):
             if g is None:
-                self.skipped[i] += 1
+                skipped[i] += 1
                 continue
-            for k, v in state.items():  # state made before model.to(device) follows its parameter there
-                if hasattr(v, "shape") and type(v) is not type(p._data):
-                    state[k] = as_array(v, p._data)
-            self._update(p._data, g, state, self.step_count - self.skipped[i], self.param_groups[self._group_of[i]])
+            data = p._data
+            if state:
+                for k, v in state.items():  # state made before model.to(device) follows its parameter there
+                    if hasattr(v, "shape") and type(v) is not type(data):
+                        state[k] = as_array(v, data)
+            update(data, g, state, self.step_count - skipped[i], groups[group_of[i]])
         if _anomaly.enabled:
             check_optimizer(self, [None if g is None else p._data for p, g in zip(self.params, arrays, strict=True)],
                             "parameter")
@@ -274,6 +278,11 @@ class SGD(Optimizer):
 
     def _update(self, p, g, state, t, group):
         momentum, weight_decay = group["momentum"], group["weight_decay"]
+        if not (momentum or weight_decay or group["maximize"]) and (type(p) is not np.ndarray
+                                                                    or p.size < numba_optim.MIN_SIZE):
+            # plain SGD on a small parameter: two ufunc calls (numba's loop pays only on large ones)
+            p -= array_module_of(p).multiply(g, group["lr"], out=self._temp(p))
+            return
         buf = state.get("momentum_buffer")
         first = momentum and buf is None and type(p) is np.ndarray
         if first:
