@@ -34,6 +34,7 @@ from tracer.tensor import active_trace
 from tracer.trace import is_scalar_input
 
 from . import pytree
+from .step_args import _feed_arg, _refuse_aliased_writes, _signature, _unshared
 
 trace_module = importlib.import_module("tracer.trace")  # the module (tracer.trace is also the function)
 MISS = object()  # a glue's answer when this call is not the signature it was built for
@@ -68,8 +69,6 @@ def build(step, c, call: pytree.CallTree, args: list):
 
 
 def _write(step, c, call, args) -> tuple[str, dict]:
-    from .api import _feed_arg, _refuse_aliased_writes, _signature, _unshared  # api imports this module
-
     ns = dict(GUARD_NAMES)
     ns.update(MISS=MISS, ndarray=np.ndarray, asarray=np.asarray, id=id, type=type, len=len, tuple=tuple,
               isinstance=isinstance, active=active_trace, environ=os.environ, owner=buffer_owner,
