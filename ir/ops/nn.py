@@ -1,6 +1,10 @@
 """Neural-network ops: softmax, log_softmax, layer_norm, dropout; the losses live in loss.py."""
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from ..types import INT_DTYPES
 from .common import norm_axes, norm_axis, require_float, same_dtype
 from .registry import Attr, declare, tensor_arg
@@ -92,15 +96,42 @@ def _splitmix64(xp, z):
     return z ^ (z >> u(31))
 
 
+_CHUNK = 1 << 14  # dropout's mask a chunk at a time: its uint64 scratch (128 KiB) stays in L2, is never faulted in
+_COUNTERS = np.arange(_CHUNK, dtype=np.uint64)  # each chunk's counters 0, 1, ... (its first index goes in the key)
+
+
+def _key(xp, seed):
+    # a 1-element key rather than a 0-d one: NumPy scalar arithmetic would warn on the wrap-around
+    return _splitmix64(xp, xp.asarray(seed).reshape(1).astype(xp.int64).astype(xp.uint64))
+
+
+def _hash_into(xp, counters, z, t, first, key):
+    """z <- splitmix64(key + (first + 1 + counters) * golden), counters uint64 (0, 1, ...), in place (t: scratch
+    of z's size): the uniform draw of flat element first + counters[i] is (z[i] >> 11) / 2**53."""
+    u = xp.uint64
+    xp.multiply(counters, u(_GOLDEN), out=z)
+    z += key + u((first + 1) * _GOLDEN % 2**64)
+    for shift, mix in ((30, _MIX1), (27, _MIX2), (31, None)):
+        xp.right_shift(z, u(shift), out=t)
+        z ^= t
+        if mix is not None:
+            z *= u(mix)
+    return z
+
+
 def dropout_uniform(xp, seed, shape):
     """Uniform floats in [0, 1), float64, one per element of `shape`, as a function of the seed alone."""
-    # 1-element arrays rather than 0-d ones: NumPy scalar arithmetic would warn on the wrap-around.
-    key = _splitmix64(xp, xp.asarray(seed).reshape(1).astype(xp.int64).astype(xp.uint64))
-    n = 1
-    for d in shape:
-        n *= int(d)
-    z = _splitmix64(xp, key + xp.arange(1, n + 1, dtype=xp.uint64) * xp.uint64(_GOLDEN))
+    n = math.prod(int(d) for d in shape)
+    z = xp.arange(n, dtype=xp.uint64)
+    z = _hash_into(xp, z, z, xp.empty(n, xp.uint64), 0, _key(xp, seed))
     return ((z >> xp.uint64(11)).astype(xp.float64) * (1.0 / 2.0**53)).reshape(tuple(shape))
+
+
+def _threshold(rate):
+    """u = (z >> 11) / 2**53 >= rate iff the integer z >> 11 >= ceil(rate * 2**53) (rate * 2**53 is exact)
+    iff z >= that << 11, below 2**64 (rate < 1 makes ceil(rate * 2**53) at most 2**53 - 1): dropout's mask
+    compares the hashes with it, exactly as `dropout_uniform(...) >= rate`, without the floats."""
+    return math.ceil(rate * 2.0**53) << 11
 
 
 def _infer_dropout(op, types, rate):
@@ -114,10 +145,23 @@ def _infer_dropout(op, types, rate):
 
 
 def _dropout(xp, x, seed, rate):
+    """x * (dropout_uniform(seed) >= rate) * (1 / (1 - rate)): x * keep first, then the scale (x * scale could
+    overflow where keep is 0), a chunk of the flat (C-order) elements at a time on NumPy."""
     if rate == 0.0:
         return x
-    keep = dropout_uniform(xp, seed, x.shape) >= rate
-    return x * keep * (1.0 / (1.0 - rate))
+    n, key, threshold = x.size, _key(xp, seed), xp.uint64(_threshold(rate))
+    step = min(n, _CHUNK) if xp.__name__ == "numpy" else n
+    counters = _COUNTERS if xp.__name__ == "numpy" else xp.arange(n, dtype=xp.uint64)
+    flat = xp.ascontiguousarray(x).reshape(-1)
+    out = xp.empty(n, x.dtype)
+    z, t, keep = xp.empty(step, xp.uint64), xp.empty(step, xp.uint64), xp.empty(step, bool)
+    for s in range(0, n, max(step, 1)):
+        m = min(step, n - s)
+        _hash_into(xp, counters[:m], z[:m], t[:m], s, key)
+        xp.greater_equal(z[:m], threshold, out=keep[:m])
+        xp.multiply(flat[s:s + m], keep[:m], out=out[s:s + m])
+    out *= 1.0 / (1.0 - rate)
+    return out.reshape(x.shape)
 
 
 declare("nn.dropout", ("x", "seed"), (Attr("rate", "float"),), infer=_infer_dropout, kernel=_dropout)

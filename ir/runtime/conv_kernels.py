@@ -10,7 +10,9 @@ loops (the inner loop vectorised) took 59 ms, far from BLAS, so there is no numb
 
 Max pooling takes the maximum of kh*kw strided slices instead of reducing a 6-d window view (44 ms -> 1.8 ms
 on (64, 64, 24, 24)); its backward finds each window's first maximum (row-major, NaN first, as argmax) by the
-same slices and adds the output gradient back slice by slice.
+same slices and adds the output gradient back slice by slice; where the windows tile the input (stride =
+window, mnist's 2x2), each slice's gradient is written into its place of dx instead (14.8 -> 7 ms on the
+(64, 64, 24, 24) pool above).
 """
 from __future__ import annotations
 
@@ -151,6 +153,8 @@ def max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil
         return _REFERENCE["grad.max_pool2d_backward"](xp, g, data, pool_size, strides, padding, dilation,
                                                       ceil_mode)
     out_hw, pad, xpad = _pool_taps(data, pool_size, strides, padding, dilation, ceil_mode)
+    if tuple(strides) == tuple(pool_size) and tuple(dilation) == (1, 1) and not any(pad):
+        return _tiled_max_backward(g, data, pool_size, out_hw)
     best = max_pool2d(xp, data, pool_size, strides, padding, dilation, ceil_mode)
     nan = np.isnan(best)
     nan = nan if nan.any() else None
@@ -168,6 +172,34 @@ def max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil
             dx[where] += g * hit
     h, w = data.shape[2:]
     return dx[:, :, pad[0]:pad[0] + h, pad[1]:pad[1] + w]
+
+
+def _tiled_max_backward(g, data, pool_size, out_hw):
+    """max_pool2d_backward when the windows tile the input (stride = window, no dilation, no padding): every
+    input element lies in one window at most, so each tap's gradient g * hit is written into its strided slice
+    of dx (no zeroed padded copy, no adds); rows and columns past the last window get 0, as the scatter."""
+    (kh, kw), (ho, wo) = pool_size, out_hw
+    h, w = data.shape[2:]
+    dx = np.empty(data.shape, g.dtype) if (h, w) == (ho * kh, wo * kw) else np.zeros(data.shape, g.dtype)
+    taps = [(slice(None), slice(None), slice(i, ho * kh, kh), slice(j, wo * kw, kw))
+            for i in range(kh) for j in range(kw)]
+    best = data[taps[0]].copy()
+    for where in taps[1:]:
+        np.maximum(best, data[where], out=best)
+    nan = np.isnan(best)
+    nan = nan if nan.any() else None
+    hit, free = np.empty(best.shape, bool), None  # free: windows whose maximum is not found yet
+    for k, where in enumerate(taps):
+        tap = data[where]
+        np.equal(tap, best, out=hit)
+        if nan is not None:  # a window's maximum is NaN: its first NaN takes the gradient, as argmax
+            hit |= nan & np.isnan(tap)
+        if free is not None:
+            hit &= free
+        if k + 1 < len(taps):
+            free = ~hit if free is None else np.logical_and(free, ~hit, out=free)
+        np.multiply(g, hit, out=dx[where])
+    return dx
 
 
 provide_kernel("nn.conv2d", conv2d)

@@ -1,0 +1,121 @@
+"""The faster mnist / word_language_model kernels (issue 23) against their reference forms: dropout's mask by
+integer comparison in chunks, max-pool backward for tiling windows, and the LSTM cell.
+
+Each test compares with the definition the op documents (dropout: dropout_uniform(seed) >= rate; pooling: the
+reference kernel of ir/ops/pool.py), so a kernel that drifts from it fails here, bit for bit where the op
+promises bits.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ir.ops import nn as nn_ops
+from ir.ops import pool as pool_ops
+from ir.runtime import conv_kernels
+
+
+def _dropout_by_definition(x, seed, rate):
+    """The op's contract: x * (u >= rate) * (1 / (1 - rate)), u = dropout_uniform(seed, x.shape) (float64)."""
+    u = nn_ops.dropout_uniform(np, np.int64(seed), x.shape)
+    with np.errstate(all="ignore"):
+        return x * (u >= rate) * (1.0 / (1.0 - rate))
+
+
+def _uniform_by_definition(seed, n):
+    """splitmix64(key + (i + 1) * golden) / 2**53 on its top 53 bits, key = splitmix64(seed), from scratch."""
+    m = 2**64
+    def mix(z):
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % m
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % m
+        return z ^ (z >> 31)
+    key = mix(seed % m)
+    return np.array([(mix((key + (i + 1) * 0x9E3779B97F4A7C15) % m) >> 11) / 2.0**53 for i in range(n)])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 12345, 2**62 + 7, -5])
+def test_dropout_uniform_is_splitmix(seed):
+    assert np.array_equal(nn_ops.dropout_uniform(np, np.int64(seed), (3, 7)).reshape(-1),
+                          _uniform_by_definition(seed, 21))
+
+
+@pytest.mark.parametrize("shape", [(64, 64, 3, 3), (5, 7), (), (0, 4), (1 << 14,), ((1 << 14) + 1,), (2, 40000)])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("rate", [0.25, 0.5, 1e-9, 0.999999, 1 - 2**-53])
+def test_dropout_mask_equals_the_uniform_draw(shape, dtype, rate):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(dtype)
+    if x.size > 3:  # inf, nan and the largest float: x * keep before the scale, as the definition
+        x.flat[:3] = np.inf, np.nan, np.finfo(dtype).max
+    for seed in (3, 2**40 + 1):
+        with np.errstate(all="ignore"):
+            got = nn_ops._dropout(np, x, np.int64(seed), rate)
+        want = _dropout_by_definition(x, seed, rate)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert np.array_equal(got, want, equal_nan=True)
+
+
+def test_dropout_threshold_at_the_boundary():
+    # u == rate keeps (u >= rate): the integer threshold is ceil(rate * 2**53) << 11, exactly
+    for k in (1, 2**20 + 3, 2**52, 2**53 - 1):
+        rate = k / 2.0**53
+        t = nn_ops._threshold(rate)
+        assert (t >> 11) == k and ((t - 1) >> 11) / 2.0**53 < rate <= (t >> 11) / 2.0**53
+    assert nn_ops._threshold(0.3) >> 11 == math.ceil(0.3 * 2.0**53)
+
+
+def test_dropout_non_contiguous_and_rate_zero():
+    x = np.random.default_rng(1).standard_normal((40, 50)).astype("float32").T
+    assert np.array_equal(nn_ops._dropout(np, x, np.int64(9), 0.3), _dropout_by_definition(x, 9, 0.3))
+    assert nn_ops._dropout(np, x, np.int64(9), 0.0) is x
+
+
+def test_dropout_keeps_about_one_minus_rate():
+    x = np.ones(200000, "float32")
+    kept = (nn_ops._dropout(np, x, np.int64(11), 0.25) != 0).mean()
+    assert abs(kept - 0.75) < 0.005
+
+
+# ---------------------------------------------------------------- max-pool backward for tiling windows
+
+
+def _pool_inputs(shape, kind, rng):
+    x = rng.standard_normal(shape).astype("float32")
+    if kind == "ties":
+        x = np.round(x).astype("float32")
+    elif kind == "nan":
+        x[rng.random(shape) < 0.1] = np.nan
+    elif kind == "inf":
+        x[:] = -np.inf
+        x[..., 0, 0] = np.inf
+    return x
+
+
+@pytest.mark.parametrize("shape,window", [((4, 3, 24, 24), (2, 2)), ((2, 3, 7, 9), (2, 2)), ((2, 3, 9, 9), (3, 3)),
+                                          ((1, 2, 4, 6), (2, 3)), ((2, 2, 5, 5), (1, 1)), ((0, 2, 4, 4), (2, 2))])
+@pytest.mark.parametrize("kind", ["random", "ties", "nan", "inf"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_tiled_max_pool_backward_equals_reference(shape, window, kind, dtype):
+    rng = np.random.default_rng(0)
+    x = _pool_inputs(shape, kind, rng).astype(dtype)
+    out_hw = ((shape[2] - window[0]) // window[0] + 1, (shape[3] - window[1]) // window[1] + 1)
+    g = rng.standard_normal(shape[:2] + out_hw).astype(dtype)
+    if kind == "nan" and g.size:
+        g.flat[0] = np.nan  # a NaN gradient reaches every tap of its window (g * 0 in the reference's scatter)
+    args = (window, window, (0, 0, 0, 0), (1, 1), False)
+    want = pool_ops._max_pool2d_backward(np, g, x, *args)
+    got = conv_kernels.max_pool2d_backward(np, g, x, *args)
+    assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+
+
+def test_overlapping_and_padded_pools_keep_the_general_path():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 3, 9, 9)).astype("float32")
+    for window, strides, padding in [((3, 3), (2, 2), (0, 0, 0, 0)), ((2, 2), (2, 2), (1, 1, 1, 1))]:
+        ho = (9 + padding[0] + padding[2] - window[0]) // strides[0] + 1
+        g = rng.standard_normal((2, 3, ho, ho)).astype("float32")
+        args = (window, strides, padding, (1, 1), False)
+        assert np.array_equal(conv_kernels.max_pool2d_backward(np, g, x, *args),
+                              pool_ops._max_pool2d_backward(np, g, x, *args))
