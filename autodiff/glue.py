@@ -2,7 +2,7 @@
 
 A call of `value_and_grad(fn, ...)` that replays a compiled adjoint does the same work every time: flatten
 the arguments (autodiff/pytree.py) and key the cache by their structure, shapes and dtypes; check the
-guards (tracer.guard values, the module attributes the trace read: tracer.capture.AttributeGuards); walk
+guards (tracer.guard values, the module attributes the trace read: tracer.attr_guards.AttributeGuards); walk
 the paths to the captured tensors (tracer.capture.Sources); feed the executor; copy any result that shares
 a buffer with an input or another result; write fn's in-place and module-state writes back; wrap the
 results as Tensors in the user's structure. Done generically, that is loops, dispatch and small objects
@@ -28,7 +28,8 @@ import numpy as np
 import ir
 from ir.runtime.executor import buffer_owner
 from tracer import Tensor
-from tracer.capture import GUARD_NAMES, AttributeGuards, Lines
+from tracer.attr_guards import GUARD_NAMES, AttributeGuards
+from tracer.capture import Lines
 from tracer.rng import fresh_seed
 from tracer.tensor import active_trace
 from tracer.trace import is_scalar_input

@@ -2,7 +2,7 @@
 compiled step sees").
 
 Before each replay a step checks its guards (tracer.guard values such as model.training, and the module
-attributes the trace read: tracer.capture.AttributeGuards), then walks the paths to every tensor its
+attributes the trace read: tracer.attr_guards.AttributeGuards), then walks the paths to every tensor its
 function captured (tracer.capture.Sources) and checks the objects on the way. This prints, per model, the
 median time of a whole step, of the guards and of the walk, measured side by side in this one process,
 and their share of the step.

@@ -7,7 +7,7 @@ import numpy as np
 
 import tracer
 from tracer import Tensor
-from tracer.capture import MISSING
+from tracer.attr_guards import MISSING
 from tracer.device import is_device, move, parse
 from tracer.trace import add_trace_hooks, note_read, note_write
 
@@ -450,7 +450,7 @@ def _restore_attribute(module: Module, name: str, old) -> None:
 
 def _recording_getattribute(self, name: str):
     """Module.__getattribute__ while a trace runs: each attribute read is reported to the trace, which
-    guards it (a submodule by identity, a number by value, ...: tracer.capture.AttributeGuards)."""
+    guards it (a submodule by identity, a number by value, ...: tracer.attr_guards.AttributeGuards)."""
     try:
         value = _raw_getattribute(self, name)
     except AttributeError:

@@ -15,7 +15,8 @@ import ir
 from ir import Binding, Builder, IRModule, TensorType, Var, free_vars, make_call, substitute
 from ir.transform.base import paused_gc
 
-from .capture import MISSING, _is_atom, _Record, attribute_guards, find_escapes, remove_escape
+from .attr_guards import MISSING, _Record, attribute_guards
+from .capture import _is_atom, find_escapes, remove_escape
 from .source import user_source
 from .tensor import Tensor, TraceError, active_trace, dtype_name, is_active, pop_trace, push_trace
 
