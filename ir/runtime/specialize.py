@@ -74,6 +74,8 @@ def _ufunc(name, types, out):
 
 def _matmul(name, types, out):
     a, b = types
+    if a.ndim >= 3 and b.ndim >= 3 and out.dtype in _FLOATS and a.dtype == b.dtype and 0 not in out.shape:
+        return planned(_stacked)
     if a.ndim < 3 or b.ndim != 2 or out.dtype not in _FLOATS or a.dtype != b.dtype or 0 in out.shape:
         return np.matmul
     # a linear layer: (..., K) @ (K, N) as one 2-D GEMM (M = the leading dims), about 8% faster than NumPy's
@@ -88,6 +90,21 @@ def _matmul(name, types, out):
         np.matmul(x.reshape(rows, -1), w, out=out.reshape(rows, -1))
         return out
     return planned(linear)
+
+
+def _stacked(x, y, out=None):
+    """A stack of products (attention's q @ k^T, p @ v and their gradients). A transposed operand whose
+    columns lie far apart (k^T with its heads taken out of the qkv buffer: strides (4, 1536) on a (32, 64)
+    block) is copied first: (16, 4, 64, 32) @ that, float32, 1 thread, 0.36 ms as it is, 0.25 ms with the
+    copy. Row-major strided and dense transposed operands measured faster as they are, and are left."""
+    return np.matmul(_spread(x), _spread(y), out=out)
+
+
+def _spread(a):
+    s = a.strides
+    if s[-1] != a.itemsize and s[-2] == a.itemsize and s[-1] > 8 * a.shape[-2] * a.itemsize and 0 not in s:
+        return np.ascontiguousarray(a)
+    return a
 
 
 def _float_ufunc(name, types, out):
