@@ -1,12 +1,13 @@
 """The first call of a tracegrad workload, split into phases, in this process (issue 23's first-call target).
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 [TRACEGRAD_KERNELS=numpy] \\
-        python -m benchmarks.first_call mlp|tiny|gpt [--profile FILE]
+        python -m benchmarks.first_call mlp|tiny|gpt [--profile FILE] [--steps N]
 
 prints the build (model and data, benchmarks.workloads) and first-step milliseconds, the time inside trace,
 Gradient, the pass pipelines, verify (TRACEGRAD_VERIFY=1 only) and the glue's generation, and whether numba
 was imported; `--profile FILE` writes a cProfile of the whole first call. One process per run: the first
-call is only first once.
+call is only first once. `--steps N` then times N more steps and marks the one during which numba's kernels
+became ready (the tiered start of ir.runtime.numba_hook: the first steps run on NumPy while numba loads).
 """
 from __future__ import annotations
 
@@ -59,6 +60,25 @@ def main(argv: list[str]) -> None:
     print(f"{argv[0]} kernels={os.environ.get('TRACEGRAD_KERNELS', 'default')}: first call {(t2 - t0) * 1e3:.1f} ms "
           f"(build {(t1 - t0) * 1e3:.1f}, first step {(t2 - t1) * 1e3:.1f}; inside: {phases}) "
           f"numba imported: {'numba' in sys.modules}")
+    n = int(argv[argv.index("--steps") + 1]) if "--steps" in argv else 0
+    if n:
+        _later_steps(step, n, t1)
+
+
+def _later_steps(step, n: int, t1: float) -> None:
+    """Steps 2..n+1 in ms, with the step where numba's tier took over (ir.runtime.numba_hook) marked '*'."""
+    from ir.runtime import numba_hook
+    times = []
+    switched = None
+    for i in range(n):
+        t = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - t) * 1e3)
+        if switched is None and numba_hook.loaded:
+            switched = i
+    ready_at = "never" if switched is None else f"step {switched + 2}, {time.perf_counter() - t1:.2f} s after step 1"
+    marks = " ".join(f"{x:.0f}{'*' if i == switched else ''}" for i, x in enumerate(times))
+    print(f"  steps 2..{n + 1} ms: {marks} (numba ready before the end of {ready_at})")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ report the count already made.
 """
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -20,7 +21,7 @@ from ..cuda_hint import require_cupy
 from ..nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from ..ops.registry import get_op
 from ..types import IRError, TensorType, TupleType, Type
-from . import anomaly, cross_entropy, storage
+from . import anomaly, cross_entropy, numba_hook, storage
 from .codegen import generate
 from .instructions import ALIAS, CALL, GETITEM, SPEC, TUPLE
 from .reuse import FRESH, plan_reuse
@@ -99,6 +100,17 @@ def buffer_owner(array):
 class CompiledFunction:
     def __init__(self, fn: Function, name: str, xp, stats: Stats, check_types: bool = False,
                  reuse_buffers: bool = True, specialize_kernels: bool = True, plan_storage: bool = True):
+        self._remake = (fn, name, xp, stats, check_types, reuse_buffers, specialize_kernels, plan_storage)
+        waits = numba_hook.waits
+        numba_hook.hold += 1  # numba's background load starts after this function's first call, not during it
+        try:
+            self._build(fn, name, xp, stats, check_types, reuse_buffers, specialize_kernels, plan_storage)
+        finally:
+            numba_hook.hold -= 1
+        # a kernel chose NumPy's while numba loads (ir.runtime.numba_hook's tiers): made again once numba is ready
+        self._tiered = numba_hook.waits != waits
+
+    def _build(self, fn, name, xp, stats, check_types, reuse_buffers, specialize_kernels, plan_storage):
         if specialize_kernels and xp is np:  # a soft-target cross-entropy chain as one op (ir.runtime.cross_entropy)
             fn = cross_entropy.rewrite(fn)
         self.name, self.xp, self.stats, self.fn = name, xp, stats, fn
@@ -246,8 +258,27 @@ class CompiledFunction:
     def source(self) -> str:
         """The Python source of the straight-line function that runs this IR function (ir.runtime.codegen)."""
         if self._fast is None:
-            self._fast = generate(self)
+            self._generate()
         return self._fast[0]
+
+    def _generate(self):
+        waits = numba_hook.waits
+        self._fast = generate(self)
+        self._tiered = self._tiered or numba_hook.waits != waits
+
+    def _retier(self):
+        """Made again from the same IR now that numba's kernels are loaded (ir.runtime.numba_hook): the same object,
+        since steps and glue hold it; the next call counts its peak bytes again, as a first call does."""
+        observer = self.observer
+        try:
+            new = CompiledFunction(*self._remake)
+        except Exception as e:  # noqa: BLE001 - keep the NumPy kernels that ran so far rather than fail mid-loop
+            warnings.warn(f"{self.name}: numba's kernels could not be made ({e!r}); NumPy's stay", RuntimeWarning,
+                          stacklevel=3)
+            self._tiered = False
+            return
+        self.__dict__.update(new.__dict__)
+        self.observer = observer
 
     def unshare(self, value):
         """A returned value that is (a view of) a constant, copied: writing into it would change what
@@ -259,6 +290,8 @@ class CompiledFunction:
         if len(args) != len(self.params):
             raise TypeError(f"{self.name} takes {len(self.params)} argument(s) "
                             f"({', '.join(p.name for p in self.params)}), got {len(args)}")
+        if self._tiered and numba_hook.loaded:  # the one test a call pays for the tiers
+            self._retier()
         specs, ndarray = self._arg_specs, xp.ndarray
         args = list(args)
         for i, a in enumerate(args):  # arrays of the right shape and dtype pass with three comparisons
@@ -274,12 +307,14 @@ class CompiledFunction:
             peak = self._peaks.get(key)
             if peak is not None:
                 if self._fast is None:
-                    self._fast = generate(self)
+                    self._generate()
                 self.stats.peak_bytes = peak
                 self.stats.op_counts = self._counts  # one copy, made once: per call, only the reference
                 return self._fast[1](*args)
             result = self._interpret(args)
             self._peaks[key] = self.stats.peak_bytes
+            if self._tiered:  # this first call ran alone; numba loads from here (ir.runtime.numba_hook)
+                numba_hook.start()
             return result
         return self._interpret(args)
 

@@ -46,8 +46,18 @@ def _module():
 def _fits(p, *arrays) -> bool:
     if not numba_hook.ENABLED or type(p) is not np.ndarray or p.dtype not in _DTYPES or p.size < max(1, MIN_SIZE):
         return False
-    return all(type(a) is np.ndarray and a.dtype == p.dtype and a.flags.c_contiguous and a.shape == p.shape
-               for a in (p, *arrays))
+    if not all(type(a) is np.ndarray and a.dtype == p.dtype and a.flags.c_contiguous and a.shape == p.shape
+               for a in (p, *arrays)):
+        return False
+    if not numba_hook.ready():  # numba still loading (its tiered start): NumPy's update meanwhile
+        numba_hook.prepare(("sgd", p.dtype), functools.partial(_load, p.dtype.type))
+        return False
+    return True
+
+
+def _load(t):
+    z = np.zeros(1, t)
+    _module().sgd(z, z, z, t(0), t(0), t(1), t(0), False, False, True)
 
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
