@@ -119,3 +119,75 @@ def test_overlapping_and_padded_pools_keep_the_general_path():
         args = (window, strides, padding, (1, 1), False)
         assert np.array_equal(conv_kernels.max_pool2d_backward(np, g, x, *args),
                               pool_ops._max_pool2d_backward(np, g, x, *args))
+
+
+# ---------------------------------------------------------------- the LSTM cell's numba loops (float32)
+
+
+def _cell_inputs(b, hidden, seed=0, special=False):
+    rng = np.random.default_rng(seed)
+    gates = (rng.standard_normal((b, 4 * hidden)) * 3).astype("float32")
+    c, dh, dc = (rng.standard_normal((b, hidden)).astype("float32") for _ in range(3))
+    if special:  # saturated gates, inf and NaN: NaN stays NaN, +-inf saturate as in the NumPy kernels
+        gates[0, :4] = np.inf, -np.inf, 60.0, -60.0
+        gates[1, 0] = np.nan
+        c[2, 0] = np.inf
+    return gates, c, dh, dc
+
+
+def _numba_rnn():
+    pytest.importorskip("numba")
+    from ir.runtime import numba_hook, numba_rnn
+    if not numba_hook.ENABLED or not (numba_hook.ready() or numba_hook.wait(120)):  # ready() starts the load
+        pytest.skip("numba kernels switched off (TRACEGRAD_KERNELS=numpy)")
+    return numba_rnn
+
+
+@pytest.mark.parametrize("shape", [(20, 200), (16, 256), (3, 1500)])
+def test_numba_lstm_cell_matches_float64(shape):
+    nr = _numba_rnn()
+    gates, c, dh, dc = _cell_inputs(*shape)
+    assert gates.size >= nr.MIN_SIZE
+    from ir.ops import rnn_cell
+    h, c_new = nr.lstm_cell(np, gates, c)
+    h64, c64 = rnn_cell._lstm_cell(np, gates.astype("float64"), c.astype("float64"))
+    assert h.dtype == c_new.dtype == np.float32
+    np.testing.assert_allclose(h, h64, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(c_new, c64, rtol=1e-6, atol=1e-6)
+    d, dc_prev = nr.lstm_cell_backward(np, gates, c, dh, dc)
+    d64, dc64 = rnn_cell._lstm_cell_backward(np, *(a.astype("float64") for a in (gates, c, dh, dc)))
+    np.testing.assert_allclose(d, d64, rtol=1e-6, atol=2e-6)
+    np.testing.assert_allclose(dc_prev, dc64, rtol=1e-6, atol=2e-6)
+
+
+def test_numba_lstm_cell_special_values_as_numpy():
+    nr = _numba_rnn()
+    from ir.ops import rnn_cell
+    gates, c, dh, dc = _cell_inputs(20, 200, special=True)
+    with np.errstate(all="ignore"):
+        for got, want in ((nr.lstm_cell(np, gates, c), rnn_cell._lstm_cell(np, gates, c)),
+                          (nr.lstm_cell_backward(np, gates, c, dh, dc),
+                           rnn_cell._lstm_cell_backward(np, gates, c, dh, dc))):
+            for g_, w_ in zip(got, want, strict=True):
+                assert np.array_equal(np.isnan(g_), np.isnan(w_))
+                np.testing.assert_allclose(g_, w_, rtol=1e-6, atol=2e-6)
+
+
+def test_numba_lstm_cell_leaves_small_float64_and_strided_to_numpy():
+    nr = _numba_rnn()
+    from ir.ops import rnn_cell
+    gates, c, dh, dc = _cell_inputs(2, 8)  # below MIN_SIZE
+    assert np.array_equal(nr.lstm_cell(np, gates, c)[0], rnn_cell._lstm_cell(np, gates, c)[0])
+    gates, c, dh, dc = _cell_inputs(20, 200)
+    g64, c64 = gates.astype("float64"), c.astype("float64")
+    assert np.array_equal(nr.lstm_cell(np, g64, c64)[1], rnn_cell._lstm_cell(np, g64, c64)[1])
+    wide = np.concatenate([gates, gates], axis=1)[:, ::2]  # strided: the NumPy kernel, its exact values
+    assert np.array_equal(nr.lstm_cell(np, wide, c)[0], rnn_cell._lstm_cell(np, wide, c)[0])
+
+
+def test_compiled_lstm_step_uses_the_installed_cell():
+    _numba_rnn()
+    from ir.ops.registry import get_op
+    from ir.runtime import numba_rnn
+    assert get_op("nn.lstm_cell").kernel is numba_rnn.lstm_cell
+    assert get_op("grad.lstm_cell_backward").kernel is numba_rnn.lstm_cell_backward
