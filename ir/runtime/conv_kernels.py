@@ -199,7 +199,8 @@ def _tiled_max_backward(g, data, pool_size, out_hw):
         if k + 1 < len(taps):
             free = ~hit if free is None else np.logical_and(free, ~hit, out=free)
         np.multiply(g, hit, out=dx[where])
-    return dx
+    # the reference adds g * hit into zeros: 0.0 + -0.0 is 0.0, so no -0.0 remains (g * False is -0.0 for g < 0)
+    return np.add(dx, 0.0, out=dx)
 
 
 provide_kernel("nn.conv2d", conv2d)

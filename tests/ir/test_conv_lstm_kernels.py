@@ -102,12 +102,14 @@ def test_tiled_max_pool_backward_equals_reference(shape, window, kind, dtype):
     x = _pool_inputs(shape, kind, rng).astype(dtype)
     out_hw = ((shape[2] - window[0]) // window[0] + 1, (shape[3] - window[1]) // window[1] + 1)
     g = rng.standard_normal(shape[:2] + out_hw).astype(dtype)
+    g.flat[1:2] = -0.0  # a -0.0 gradient: 0.0 in the reference (added into zeros)
     if kind == "nan" and g.size:
         g.flat[0] = np.nan  # a NaN gradient reaches every tap of its window (g * 0 in the reference's scatter)
     args = (window, window, (0, 0, 0, 0), (1, 1), False)
     want = pool_ops._max_pool2d_backward(np, g, x, *args)
     got = conv_kernels.max_pool2d_backward(np, g, x, *args)
     assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(want))  # no -0.0 where the reference's sum gives 0.0
 
 
 def test_overlapping_and_padded_pools_keep_the_general_path():
