@@ -19,46 +19,61 @@ from . import numba_gen
 from .numba_gen import load
 from .numba_threads import use_parallel
 
+# Sums in float64 of a float32 row, with reassociation allowed so that they vectorise (a strict float64 sum
+# is one add per 4 cycles). They live in their own functions: in a reassociating function LLVM would fold
+# exp_reduced's round-to-integer trick ((a + R) - R) away. ir.runtime.numba_vjp's kernels call them too.
+ROW_SUMS = '''
+@njit(cache=True, error_model="numpy", fastmath={"contract", "reassoc"})
+def row_sum(a):
+    s = 0.0
+    for j in range(a.shape[0]):
+        s += np.float64(a[j])
+    return s
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract", "reassoc"})
+def row_stats(a, epsilon):
+    # the mean and 1 / sqrt(variance + epsilon) of a row, the variance from the centred values
+    n = a.shape[0]
+    mean = row_sum(a) / n
+    q = 0.0
+    for j in range(n):
+        c = np.float64(a[j]) - mean
+        q += c * c
+    return mean, 1.0 / math.sqrt(q / n + epsilon)
+'''
+
 _ROWS = '''
 @njit(cache=True, error_model="numpy", fastmath={{"contract"}}{extra})
 def softmax_{name}(x, out, log):
+    n = x.shape[1]
     for i in {loop}(x.shape[0]):
+        row = out[i]
         m = x[i, 0]
-        for j in range(x.shape[1]):
-            v = x[i, j]
-            m = v if (v > m or v != v) else m  # NaN sticks, as NumPy's max
+        for j in range(n):  # a NaN is passed over here (the select vectorises), but its exp makes the
+            v = x[i, j]     # row's sum NaN, so the whole row is NaN, as NumPy's
+            m = v if v > m else m
         md = np.float64(m)
-        s = 0.0
-        for j in range(x.shape[1]):
+        for j in range(n):  # exp(x - max) rounded to float32 (6e-8 relative) into the output row
             d = np.float64(x[i, j]) - md
             d = -160.0 if d < -160.0 else d
-            s += exp_reduced(d)
+            row[j] = np.float32(exp_reduced(d))
+        s = row_sum(row)
         if log:
             ls = math.log(s)
-            for j in range(x.shape[1]):
-                out[i, j] = np.float32((np.float64(x[i, j]) - md) - ls)
+            for j in range(n):
+                row[j] = np.float32((np.float64(x[i, j]) - md) - ls)
         else:
             inv = 1.0 / s
-            for j in range(x.shape[1]):
-                d = np.float64(x[i, j]) - md
-                d = -160.0 if d < -160.0 else d
-                out[i, j] = np.float32(exp_reduced(d) * inv)
+            for j in range(n):
+                row[j] = np.float32(np.float64(row[j]) * inv)
 
 
 @njit(cache=True, error_model="numpy", fastmath={{"contract"}}{extra})
 def layer_norm_{name}(x, gamma, beta, epsilon, out):
-    n = x.shape[1]
     for i in {loop}(x.shape[0]):
-        s = 0.0
-        for j in range(n):
-            s += np.float64(x[i, j])
-        mean = s / n
-        q = 0.0
-        for j in range(n):
-            d = np.float64(x[i, j]) - mean
-            q += d * d
-        inv = 1.0 / math.sqrt(q / n + epsilon)
-        for j in range(n):
+        mean, inv = row_stats(x[i], epsilon)
+        for j in range(x.shape[1]):
             out[i, j] = np.float32((np.float64(x[i, j]) - mean) * inv * gamma[j] + beta[j])
 '''
 
@@ -76,7 +91,7 @@ from {package}.numba_math import exp_reduced
 def _module():
     body = "".join(_ROWS.format(name=name, loop=loop, extra=extra)
                    for name, loop, extra in (("serial", "range", ""), ("parallel", "prange", ", parallel=True")))
-    return load(_HEADER.format(package=__package__) + body, "rows")
+    return load(_HEADER.format(package=__package__) + ROW_SUMS + body, "rows")
 
 
 def composite(op: str, types, out: TensorType, attrs: dict):
@@ -107,6 +122,8 @@ def _out(out, shape):
 
 
 def _softmax(x, kernel, log, flat, shape, out=None):
+    if log and out is not None and np.may_share_memory(x, out):
+        out = None  # log_softmax reads x again after writing the row's exps into out
     out = _out(out, shape)
     kernel(x.reshape(flat), out.reshape(flat), log)
     return out

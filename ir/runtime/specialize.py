@@ -27,7 +27,7 @@ from ..ops.manipulate import perm_axes
 from ..ops.reduction import kernel_axes
 from ..ops.registry import get_op
 from ..types import TensorType, TupleType
-from . import numba_hook
+from . import numba_hook, vjp_chains
 
 _FLOATS = ("float32", "float64")
 _TUPLE_ARGS = frozenset({"concat"})  # ops whose one argument is a tuple of tensors
@@ -44,6 +44,10 @@ def specialize(call: Call, xp):
     """A callable of the arrays alone that computes `call` as its kernel would, or None to keep the kernel."""
     if xp is not np:
         return None
+    if call.op == "fused" and numba_hook.ENABLED:  # a backward chain's row kernel (ir.runtime.vjp_chains)
+        fast = vjp_chains.kernel(call)
+        if fast is not None:
+            return fast
     types = [a.type for a in call.args]
     if call.op in _TUPLE_ARGS and len(types) == 1 and isinstance(types[0], TupleType):
         types = list(types[0].fields)

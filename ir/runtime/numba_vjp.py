@@ -1,0 +1,230 @@
+"""numba row kernels for the chains the VJP rules emit (ir.runtime.vjp_chains finds them), for float32.
+
+Each kernel reads float32, computes in float64 and rounds once per element (the NumPy chains round every
+sub-op to float32), one row at a time with the row in cache and no full-size temporaries:
+
+- `softmax_vjp(y, g[, mask]) = y * (g - sum(g * y))` over the last axis, optionally with the `where` that
+  follows it in attention (`where(mask, fill, dx)` or `where(mask, dx, fill)`, a scalar fill);
+- `masked_softmax(x, mask)`: softmax over the last axis of `where(mask, fill, x)` (attention's causal mask);
+- `layer_norm_dx(x, gamma, g)`: rstd * (d - mean(d) - xhat * mean(d * xhat)), d = g * gamma, and
+  `layer_norm_dgamma(x, g)`: sum over rows of g * xhat (the statistics recomputed from x, as the rule does);
+- `gelu_tanh_vjp(x, g)`: g * d/dx of the tanh GELU.
+
+Sums are float64 with reassociation allowed (so they vectorise); NaN and inf propagate as in NumPy's chains.
+A mask is read as one of numba_gen's forms: full (one mask row per row) or a tile of the trailing axes
+(mask row i % mask rows). `runner(...)` gives `run(xs, out=None)` for a `fused` binding of one of these
+chains (ir.runtime.vjp_chains decides which, and whether the kernel takes its types).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from .numba_composite import ROW_SUMS
+from .numba_gen import load
+from .numba_threads import use_parallel
+
+_JIT = '@njit(cache=True, error_model="numpy", fastmath={{"contract"}}{extra})'
+
+# float64 sums with reassociation, in functions of their own (ir.runtime.numba_composite.ROW_SUMS says why)
+_SUMS = '''
+@njit(cache=True, error_model="numpy", fastmath={"contract", "reassoc"})
+def row_dot(a, b):
+    s = 0.0
+    for j in range(a.shape[0]):
+        s += np.float64(a[j]) * np.float64(b[j])
+    return s
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract", "reassoc"})
+def row_dot_scaled(g, gamma, a, mean, rstd):
+    # (sum of d, sum of d * xhat) with d = g * gamma, xhat = (a - mean) * rstd
+    sd = 0.0
+    sdx = 0.0
+    for j in range(a.shape[0]):
+        d = np.float64(g[j]) * np.float64(gamma[j])
+        sd += d
+        sdx += d * ((np.float64(a[j]) - mean) * rstd)
+    return sd, sdx
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract", "reassoc"})
+def layer_norm_dgamma(x, g, epsilon, acc):
+    # one accumulator row for all rows, so one loop order (serial)
+    for i in range(x.shape[0]):
+        mean, rstd = row_stats(x[i], epsilon)
+        for j in range(x.shape[1]):
+            acc[j] += np.float64(g[i, j]) * ((np.float64(x[i, j]) - mean) * rstd)
+'''
+
+_ROWS = '''
+{jit}
+def softmax_vjp_{name}(y, g, mask, kind, fill, out):
+    rm = mask.shape[0]
+    for i in {loop}(y.shape[0]):
+        s = row_dot(g[i], y[i])
+        mi = i % rm
+        for j in range(y.shape[1]):
+            v = np.float32(np.float64(y[i, j]) * (np.float64(g[i, j]) - s))
+            if kind == 1:
+                v = fill if mask[mi, j] else v
+            elif kind == 2:
+                v = v if mask[mi, j] else fill
+            out[i, j] = v
+
+
+{jit}
+def masked_softmax_{name}(x, mask, kind, fill, out):
+    rm = mask.shape[0]
+    n = x.shape[1]
+    for i in {loop}(x.shape[0]):
+        mi = i % rm
+        row = out[i]
+        for j in range(n):  # the where's values, then the row's softmax in place
+            v = x[i, j]
+            if kind == 1:
+                v = fill if mask[mi, j] else v
+            else:
+                v = v if mask[mi, j] else fill
+            row[j] = v
+        m = row[0]
+        for j in range(n):  # a NaN is passed over here (the select vectorises), but its exp makes the
+            v = row[j]      # row's sum NaN, so the whole row is NaN, as NumPy's
+            m = v if v > m else m
+        md = np.float64(m)
+        for j in range(n):
+            d = np.float64(row[j]) - md
+            d = -160.0 if d < -160.0 else d
+            row[j] = np.float32(exp_reduced(d))
+        inv = 1.0 / row_sum(row)
+        for j in range(n):  # exp rounded to float32 (6e-8 relative), the quotient rounded once more
+            row[j] = np.float32(np.float64(row[j]) * inv)
+
+
+{jit}
+def layer_norm_dx_{name}(x, gamma, g, epsilon, out):
+    n = x.shape[1]
+    for i in {loop}(x.shape[0]):
+        mean, rstd = row_stats(x[i], epsilon)
+        sd, sdx = row_dot_scaled(g[i], gamma, x[i], mean, rstd)
+        md = sd / n
+        mdx = sdx / n
+        for j in range(n):
+            xh = (np.float64(x[i, j]) - mean) * rstd
+            d = np.float64(g[i, j]) * np.float64(gamma[j])
+            out[i, j] = np.float32(rstd * ((d - md) - xh * mdx))
+
+
+{jit}
+def gelu_tanh_vjp_{name}(x, g, out):
+    for i in {loop}(x.shape[0]):
+        d = np.float64(x[i])
+        d2 = d * d
+        inner = 0.7978845608028654 * (d + 0.044715 * (d2 * d))
+        a = abs(inner)
+        a2 = 40.0 if a > 40.0 else a  # tanh is 1 in float64 well before 40; NaN stays NaN
+        e = exp_reduced(2.0 * a2)
+        big = 1.0 - 2.0 / (e + 1.0)
+        t = inner * (1.0 - inner * inner * (1.0 / 3.0)) if a < 0.0009765625 else (-big if inner < 0.0 else big)
+        dinner = 0.7978845608028654 * (1.0 + 0.134145 * d2)
+        out[i] = np.float32(np.float64(g[i]) * (0.5 * (1.0 + t) + (0.5 * d) * ((1.0 - t * t) * dinner)))
+'''
+
+_HEADER = '''"""Generated by ir.runtime.numba_vjp: the VJP chains' row kernels."""
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from {package}.numba_math import exp_reduced
+'''
+
+
+@functools.cache
+def _module():
+    body = "".join(_ROWS.format(name=name, loop=loop, jit=_JIT.format(extra=extra))
+                   for name, loop, extra in (("serial", "range", ""), ("parallel", "prange", ", parallel=True")))
+    return load(_HEADER.format(package=__package__) + ROW_SUMS + _SUMS + body, "vjp_rows")
+
+
+def _kernel(name: str, size: int):
+    return getattr(_module(), f"{name}_{'parallel' if use_parallel(size) else 'serial'}")
+
+
+_NO_MASK = np.zeros((1, 1), np.bool_)
+
+
+def _mask_rows(mask, n):
+    return _NO_MASK if mask is None else np.ascontiguousarray(mask).reshape(-1, n)
+
+
+def _out(out, shape):
+    return out if out is not None and out.flags.c_contiguous else np.empty(shape, np.float32)
+
+
+def runner(name: str, idx, types, out, params):
+    """`run(xs, out=None)` for the `fused` binding of chain `name` (ir.runtime.vjp_chains): its inputs are
+    xs[i] for i in idx, in the order of ir.runtime.vjp_chains' leaves, of these types."""
+    shape = tuple(out.shape)
+    size = math.prod(shape)
+    if name == "layer_norm_dgamma":
+        return _planned(functools.partial(_dgamma, idx=tuple(idx), n=params["n"], eps=params["eps"], shape=shape,
+                                          kernel=_module().layer_norm_dgamma))
+    if name == "gelu_tanh_vjp":
+        return _planned(functools.partial(_elementwise, idx=tuple(idx), shape=shape,
+                                          kernel=_kernel("gelu_tanh_vjp", size)))
+    n = shape[-1]
+    if name == "layer_norm_dx":
+        n = params["n"]
+        return _planned(functools.partial(_layer_norm_dx, idx=tuple(idx), n=n, eps=params["eps"], shape=shape,
+                                          kernel=_kernel("layer_norm_dx", size)))
+    base = "masked_softmax" if name.startswith("masked_softmax") else "softmax_vjp"
+    return _planned(functools.partial(_masked_rows, idx=tuple(idx), n=n, shape=shape, kind=params["kind"],
+                                      fill=np.float32(params["fill"]), kernel=_kernel(base, size),
+                                      forward=base == "masked_softmax"))
+
+
+def _masked_rows(xs, idx, n, shape, kind, fill, kernel, forward, out=None):
+    # masked_softmax(x, mask) (forward) and softmax_vjp(y, g[, mask])
+    out = _out(out, shape)
+    a = xs[idx[0]].reshape(-1, n)
+    mask = _mask_rows(xs[idx[-1]] if kind else None, n)
+    if forward:
+        kernel(a, mask, kind, fill, out.reshape(-1, n))
+    else:
+        kernel(a, xs[idx[1]].reshape(-1, n), mask, kind, fill, out.reshape(-1, n))
+    return out
+
+
+def _layer_norm_dx(xs, idx, n, eps, shape, kernel, out=None):
+    out = _out(out, shape)
+    x, gamma, g = (xs[i] for i in idx)
+    kernel(x.reshape(-1, n), np.ascontiguousarray(gamma).reshape(n), g.reshape(-1, n), eps, out.reshape(-1, n))
+    return out
+
+
+def _dgamma(xs, idx, n, eps, shape, kernel, out=None):
+    x, g = (xs[i] for i in idx)
+    acc = np.zeros(n, np.float64)
+    kernel(x.reshape(-1, n), g.reshape(-1, n), eps, acc)
+    if out is None:
+        return acc.astype(np.float32).reshape(shape)
+    np.copyto(out.reshape(n), acc, casting="same_kind")
+    return out
+
+
+def _elementwise(xs, idx, shape, kernel, out=None):
+    out = _out(out, shape)
+    kernel(*(xs[i].reshape(-1) for i in idx), out.reshape(-1))
+    return out
+
+
+def _planned(fn):
+    # as ir.runtime.specialize.planned marks a kernel: it takes out= and returns out or a new array
+    fn.takes_out, fn.scratch, fn.fresh = True, (), True
+    return fn
+
+
+__all__ = ["runner"]

@@ -1,0 +1,256 @@
+"""The backward chains as numba row kernels (ir.runtime.vjp_chains, ir.runtime.numba_vjp): each chain is found and
+becomes one `fused` binding whose reference kernel gives the chain's values; float32 within 1e-6 of float64;
+NaN as NumPy's; edge shapes (rows of one, one row, gamma over two axes, strided inputs, masks); what stays."""
+import numpy as np
+import pytest
+
+import autodiff
+import ir
+import tracer
+from autodiff import Gradient
+from ir.ops.fused import evaluate_unfused
+from tracer.nn_functions import apply
+
+numba = pytest.importorskip("numba")
+from ir.runtime import numba_gen, numba_hook, vjp_chains  # noqa: E402 - after the skip
+
+pytestmark = pytest.mark.skipif(not numba_hook.ENABLED, reason="TRACEGRAD_KERNELS=numpy")
+RNG = np.random.default_rng(7)
+CAUSAL = np.triu(np.ones((8, 8), bool), 1)
+
+
+@pytest.fixture(autouse=True)
+def _small_arrays_too(monkeypatch):
+    monkeypatch.setattr(numba_gen, "MIN_SIZE", 0)  # the kernels on the tests' small arrays
+
+
+def _adjoint(fn, ins):
+    """The cleaned-up adjoint module of sum(fn(*ins) * r), r fixed: every input's gradient is non-trivial."""
+    out_shape = np.shape(fn(*[tracer.tensor(a) for a in ins]).numpy())
+    r = RNG.standard_normal(out_shape)
+
+    def loss(*xs):
+        y = fn(*xs)
+        return (y * tracer.tensor(r.astype(y.dtype))).sum()
+    mod = tracer.trace(loss, *ins)
+    params = [p for p in mod["main"].params if p.type.is_float]
+    return ir.transform.cleanup()(Gradient("main", require_grads=params)(mod))
+
+
+def _run(mod, ins, specialize=True):
+    ex = ir.Executor(mod)
+    ex.specialize_kernels = specialize  # False: the generic NumPy kernels, no rewrite
+    f = ex["main_adjoint"]
+    return _flat(f(*ins)), f
+
+
+def _flat(out):
+    if isinstance(out, tuple | list):
+        return [a for o in out for a in _flat(o)]
+    return [np.asarray(out)]
+
+
+def _chains(compiled):
+    return sorted(p[0] for b in compiled.fn.bindings
+                  if getattr(b.value, "op", None) == "fused" and (p := vjp_chains._plan(b.value)) is not None)
+
+
+def _error(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    scale = np.abs(want).max()
+    return float(np.abs(got - want).max() / scale) if scale > 0 else float(np.abs(got).max())
+
+
+def check(fn, ins, chains, tol=1e-6):
+    """fn's gradients with the numba chains: within tol of float64, and the chains made as named (None: the
+    chain may also have been simplified into another form and stay NumPy's)."""
+    mod = _adjoint(fn, ins)
+    got, compiled = _run(mod, ins)
+    if chains is not None:
+        assert _chains(compiled) == sorted(chains)
+    ins64 = [a.astype(np.float64) if a.dtype == np.float32 else a for a in ins]
+    want, compiled64 = _run(_adjoint(fn, ins64), ins64, specialize=False)
+    assert _chains(compiled64) == []
+    plain, _ = _run(mod, ins, specialize=False)
+    for g, w, p in zip(got, want, plain, strict=True):
+        assert g.dtype == np.float32 and g.shape == w.shape
+        assert _error(g, w) <= max(tol, 2 * _error(p, w)), (_error(g, w), _error(p, w))
+    return compiled
+
+
+def _ln(x, gamma, beta):
+    return tracer.layer_norm(x, gamma, beta)
+
+
+def _gelu(x):
+    return tracer.gelu(x, approximate="tanh")
+
+
+def _attention(s):
+    return tracer.softmax(tracer.where(tracer.tensor(CAUSAL), tracer.tensor(np.float32(-np.inf)), s), axis=-1)
+
+
+def f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def test_layer_norm_dx_and_dgamma():
+    check(_ln, [f32(4, 8, 32), f32(32), f32(32)], ["layer_norm_dgamma", "layer_norm_dx"])
+
+
+def test_gelu_tanh_vjp_and_large_arguments():
+    x = f32(16, 64) * 4
+    x[0, :6] = [0.0, -0.0, 30.0, -30.0, 1e-4, -1e-4]
+    check(_gelu, [x], ["gelu_tanh_vjp"])
+
+
+def test_masked_softmax_and_its_vjp():
+    # the forward's where + softmax, and the backward's softmax VJP with the where of the mask after it
+    check(_attention, [f32(2, 3, 8, 8)], ["masked_softmax_fill", "softmax_vjp_fill"])
+
+
+def test_softmax_vjp_bare_and_a_mask_that_keeps():
+    def keep(s):
+        return tracer.softmax(tracer.where(tracer.tensor(~CAUSAL), s, tracer.tensor(np.float32(-1e4))), axis=-1)
+    check(lambda s: tracer.softmax(s, axis=-1), [f32(6, 16)], ["softmax_vjp"])
+    check(keep, [f32(3, 8, 8)], ["masked_softmax_keep", "softmax_vjp_keep"])
+
+
+def test_a_full_shape_mask():
+    mask = RNG.random((4, 8, 8)) < 0.3
+    mask[..., 0] = False  # no row wholly masked
+
+    def fn(s):
+        return tracer.softmax(tracer.where(tracer.tensor(mask), tracer.tensor(np.float32(-np.inf)), s), axis=-1)
+    check(fn, [f32(4, 8, 8)], ["masked_softmax_fill", "softmax_vjp_fill"])
+
+
+def test_rows_of_one_and_one_row():
+    check(_ln, [f32(6, 1), f32(1), f32(1)], None)  # a mean over one element: the 1/n factors fold away
+    check(_ln, [f32(1, 64), f32(64), f32(64)], ["layer_norm_dgamma", "layer_norm_dx"])
+    check(lambda s: tracer.softmax(s, axis=-1), [f32(9, 1)], ["softmax_vjp"])
+    check(lambda s: tracer.softmax(s, axis=-1), [f32(1, 33)], ["softmax_vjp"])
+
+
+def test_layer_norm_over_two_axes_gamma_broadcast_over_rows():
+    def fn(x, gamma, beta):
+        return apply("nn.layer_norm", [x, gamma, beta], axes=[-2, -1], epsilon=1e-5)
+    check(fn, [f32(5, 4, 6), f32(4, 6), f32(4, 6)], ["layer_norm_dgamma", "layer_norm_dx"])
+
+
+def test_strided_inputs():
+    # gradients arrive as strided views (a transpose in the chain), and the arguments themselves are views
+    def fn(x, gamma, beta):
+        return tracer.permute_dims(_ln(tracer.permute_dims(x, [1, 0, 2]), gamma, beta), [1, 0, 2])
+    x = np.ascontiguousarray(f32(24, 3, 16).transpose(1, 0, 2))
+    check(fn, [x, f32(16), f32(16)], ["layer_norm_dgamma", "layer_norm_dx"])
+    mod = _adjoint(_gelu, [f32(8, 16)])
+    base = f32(16, 8)
+    got, compiled = _run(mod, [base.T])
+    assert _chains(compiled) == ["gelu_tanh_vjp"]
+    want, _ = _run(mod, [np.ascontiguousarray(base.T)], specialize=False)
+    assert _error(got[0], want[0]) < 1e-6
+
+
+def test_nan_and_inf_where_numpy_has_them():
+    x = f32(4, 16) * 3
+    x[1, 3] = np.nan
+    x[2, 5] = np.inf
+    for fn, ins in ((_ln, [x, f32(16), f32(16)]), (_gelu, [x]), (lambda s: tracer.softmax(s, axis=-1), [x]),
+                    (_attention, [np.tile(x[:, None, :8], (1, 8, 1))])):
+        mod = _adjoint(fn, ins)
+        got, compiled = _run(mod, ins)
+        assert _chains(compiled)
+        plain, _ = _run(mod, ins, specialize=False)
+        for g, p in zip(got, plain, strict=True):
+            assert np.array_equal(np.isnan(g), np.isnan(p)) and np.array_equal(np.isinf(g), np.isinf(p))
+            fin = np.isfinite(p)
+            assert np.allclose(g[fin], p[fin], rtol=1e-4, atol=1e-5 * np.abs(p[fin]).max(initial=1))
+
+
+def test_the_fused_binding_means_its_chain():
+    # the IR stays standard: each fused binding's reference kernel (the chain op by op) gives the kernel's values
+    seen = set()
+    for fn, ins in ((_ln, [f32(4, 8, 32), f32(32), f32(32)]), (_gelu, [f32(16, 64)]), (_attention, [f32(2, 8, 8)])):
+        _, compiled = _run(_adjoint(fn, ins), ins)
+        for b in compiled.fn.bindings:
+            plan = vjp_chains._plan(b.value) if getattr(b.value, "op", None) == "fused" else None
+            if plan is None:
+                continue
+            seen.add(plan[0])
+            xs = tuple(f.data if isinstance(f, ir.Constant) else RNG.standard_normal(f.type.shape).astype(np.float32)
+                       for f in b.value.args[0].fields)
+            got = vjp_chains.kernel(b.value)(xs)
+            assert _error(got, evaluate_unfused(np, b.value.attrs["expr"], xs)) < 1e-5, plan[0]
+    assert seen == {"layer_norm_dx", "layer_norm_dgamma", "gelu_tanh_vjp", "masked_softmax_fill", "softmax_vjp_fill"}
+
+
+def test_what_stays_as_it_was(monkeypatch):
+    # float64, arrays below numba_gen.MIN_SIZE, and chains whose intermediates are read elsewhere
+    mod = _adjoint(_ln, [f32(4, 32).astype(np.float64), np.ones(32), np.zeros(32)])
+    assert _chains(_run(mod, [np.ones((4, 32)), np.ones(32), np.zeros(32)])[1]) == []
+    monkeypatch.setattr(numba_gen, "MIN_SIZE", 1 << 20)
+    ins = [f32(4, 32), f32(32), f32(32)]
+    assert _chains(_run(_adjoint(_ln, ins), ins)[1]) == []
+    monkeypatch.setattr(numba_gen, "MIN_SIZE", 0)
+
+    y, g = RNG.random((4, 16), np.float32), f32(4, 16)
+
+    def chain(y, g):
+        return y * (g - tracer.sum(g * y, axis=-1, keepdims=True))
+
+    def read_elsewhere(y, g):  # the row sum is returned too: the chain keeps its bindings
+        s = tracer.sum(g * y, axis=-1, keepdims=True)
+        return y * (g - s), s
+
+    def other_axis(y, g):
+        return y * (g - tracer.sum(g * y, axis=0, keepdims=True))
+    fn = tracer.trace(chain, y, g)["main"]
+    assert [b.value.op for b in vjp_chains.rewrite(fn).bindings] == ["fused"]
+    for f in (read_elsewhere, other_axis):
+        fn = tracer.trace(f, y, g)["main"]
+        assert vjp_chains.rewrite(fn) is fn
+
+
+def test_the_rewritten_function_prints_parses_and_runs_as_standard_ir():
+    # the module given to the executor is not changed; the function it runs prints as R.fused bindings, parses
+    # back, and the parsed text run by the generic kernels (no numba) gives the same gradients
+    ins = [f32(4, 8, 32), f32(32), f32(32)]
+    mod = _adjoint(_ln, ins)
+    before = ir.print_module(mod)
+    got, compiled = _run(mod, ins)
+    assert _chains(compiled) and ir.print_module(mod) == before
+    text = ir.print_module(ir.IRModule({"main_adjoint": compiled.fn}))
+    assert text.count("R.fused(") == 2
+    again, _ = _run(ir.parse(text), ins, specialize=False)
+    for a, b in zip(got, again, strict=True):
+        assert _error(a, b) < 1e-5
+
+
+def test_gpt_gradients_against_the_numpy_path(monkeypatch):
+    # examples/train_gpt.py's GPT (tanh GELU, 2 blocks): 5 layer norms, 2 attentions, 2 MLPs
+    from examples.train_gpt import GPT
+    from nn import functional as F
+
+    model = GPT(16, 8, 32, 2, 2)
+    for block in model.blocks:
+        block.mlp[1].approximate = "tanh"
+    ids = np.random.default_rng(0).integers(0, 16, (4, 9))
+    x, y = ids[:, :-1], ids[:, 1:]
+
+    def loss_numba(x, y):
+        return F.cross_entropy(model(x).reshape(-1, 16), y.reshape(-1))
+
+    def loss_numpy(x, y):  # another function: a step of its own, made with the NumPy kernels
+        return F.cross_entropy(model(x).reshape(-1, 16), y.reshape(-1))
+    fast = autodiff.value_and_grad(loss_numba, wrt=list(model.parameters()))
+    v1, g1 = fast(x, y)
+    assert _chains(fast.last.step) == sorted(["layer_norm_dx", "layer_norm_dgamma"] * 5
+                                             + ["masked_softmax_fill", "softmax_vjp_fill", "gelu_tanh_vjp"] * 2)
+    monkeypatch.setattr(numba_hook, "ENABLED", False)
+    plain = autodiff.value_and_grad(loss_numpy, wrt=list(model.parameters()))
+    v2, g2 = plain(x, y)
+    assert _chains(plain.last.step) == []
+    assert abs(float(np.asarray(v1)) - float(np.asarray(v2))) <= 1e-6 * abs(float(np.asarray(v2)))
+    for a, b in zip(g1, g2, strict=True):
+        assert _error(np.asarray(a), np.asarray(b)) < 1e-4
