@@ -91,6 +91,13 @@ def _max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, cei
     return _scatter(xp, g[:, :, None] * one_hot, data.shape, pool_size, strides, padding, dilation, ceil_mode)
 
 
+def _relu_max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil_mode):
+    """where(data <= 0, 0, max_pool2d_backward(g, data)): max_pool2d's gradient through a relu before it (the
+    relu's backward reads its own output, which is the pool's input); made by ir.runtime.pool_relu."""
+    dx = _max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil_mode)
+    return xp.where(data <= 0, xp.zeros((), g.dtype), dx)
+
+
 def _avg_pool2d_backward(xp, g, pool_size, strides, padding, dilation, ceil_mode, count_include_pad, input_shape):
     k = pool_size[0] * pool_size[1]
     share = g[:, :, None] / _divisor(xp, input_shape[2:], pool_size, strides, padding, dilation, ceil_mode,
@@ -137,6 +144,8 @@ declare("nn.max_pool2d", ("data",), _POOL_ATTRS, infer=_infer_pool, kernel=_max_
 declare("nn.avg_pool2d", ("data",), _AVG_ATTRS, infer=_infer_pool, kernel=_avg_pool2d, fixed=_LAYOUT)
 declare("grad.max_pool2d_backward", ("output_grad", "data"), _POOL_ATTRS, infer=_infer_pool_backward,
         kernel=_max_pool2d_backward)
+declare("grad.relu_max_pool2d_backward", ("output_grad", "data"), _POOL_ATTRS, infer=_infer_pool_backward,
+        kernel=_relu_max_pool2d_backward, differentiable=False)  # the runtime's rewrite, after differentiation
 declare("grad.avg_pool2d_backward", ("output_grad",), _AVG_ATTRS + (Attr("input_shape", "shape"),),
         infer=_infer_pool_backward, kernel=_avg_pool2d_backward)
 declare("nn.max_pool2d_indices", ("data",), _POOL_ATTRS, infer=_infer_max_indices, kernel=_max_pool2d_indices,

@@ -26,7 +26,7 @@ _CHUNK_BYTES = 2 << 20  # the im2col columns of one chunk of samples: about L2-s
 
 _REFERENCE = {name: get_op(name).kernel for name in (
     "nn.conv2d", "grad.conv2d_input_backward", "grad.conv2d_weight_backward", "nn.max_pool2d",
-    "grad.max_pool2d_backward")}
+    "grad.max_pool2d_backward", "grad.relu_max_pool2d_backward")}
 
 
 def _pad(x, padding, value=0.0):
@@ -153,7 +153,7 @@ def max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil
         return _REFERENCE["grad.max_pool2d_backward"](xp, g, data, pool_size, strides, padding, dilation,
                                                       ceil_mode)
     out_hw, pad, xpad = _pool_taps(data, pool_size, strides, padding, dilation, ceil_mode)
-    if tuple(strides) == tuple(pool_size) and tuple(dilation) == (1, 1) and not any(pad):
+    if _tiles(pool_size, strides, dilation, pad):
         return _tiled_max_backward(g, data, pool_size, out_hw)
     best = max_pool2d(xp, data, pool_size, strides, padding, dilation, ceil_mode)
     nan = np.isnan(best)
@@ -174,10 +174,30 @@ def max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil
     return dx[:, :, pad[0]:pad[0] + h, pad[1]:pad[1] + w]
 
 
-def _tiled_max_backward(g, data, pool_size, out_hw):
+def relu_max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil_mode):
+    """grad.relu_max_pool2d_backward: where(data <= 0, 0, max_pool2d_backward(g, data)), the mask applied tap
+    by tap where the windows tile the input (one pass less over dx than the where, and no mask array)."""
+    if xp is not np:
+        return _REFERENCE["grad.relu_max_pool2d_backward"](xp, g, data, pool_size, strides, padding, dilation,
+                                                           ceil_mode)
+    out_hw, pad = _geometry(data.shape[2:], pool_size, strides, padding, dilation, ceil_mode)
+    if _tiles(pool_size, strides, dilation, pad) and np.isfinite(g).all():
+        return _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=True)
+    dx = max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil_mode)
+    return np.where(data <= 0, np.zeros((), g.dtype), dx)
+
+
+def _tiles(pool_size, strides, dilation, pad):
+    return tuple(strides) == tuple(pool_size) and tuple(dilation) == (1, 1) and not any(pad)
+
+
+def _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=False):
     """max_pool2d_backward when the windows tile the input (stride = window, no dilation, no padding): every
     input element lies in one window at most, so each tap's gradient g * hit is written into its strided slice
-    of dx (no zeroed padded copy, no adds); rows and columns past the last window get 0, as the scatter."""
+    of dx (no zeroed padded copy, no adds); rows and columns past the last window get 0, as the scatter.
+    `nonpositive_to_zero`: 0 where data <= 0 (a relu's backward after it; NaN data keeps its gradient), for a
+    finite g only: the mask then joins `hit` (g * False is the same 0 as the where's, after the + 0.0 below),
+    where a NaN or inf g would give NaN instead."""
     (kh, kw), (ho, wo) = pool_size, out_hw
     h, w = data.shape[2:]
     dx = np.empty(data.shape, g.dtype) if (h, w) == (ho * kh, wo * kw) else np.zeros(data.shape, g.dtype)
@@ -189,6 +209,7 @@ def _tiled_max_backward(g, data, pool_size, out_hw):
     nan = np.isnan(best)
     nan = nan if nan.any() else None
     hit, free = np.empty(best.shape, bool), None  # free: windows whose maximum is not found yet
+    keep = np.empty(best.shape, bool) if nonpositive_to_zero else None
     for k, where in enumerate(taps):
         tap = data[where]
         np.equal(tap, best, out=hit)
@@ -198,6 +219,11 @@ def _tiled_max_backward(g, data, pool_size, out_hw):
             hit &= free
         if k + 1 < len(taps):
             free = ~hit if free is None else np.logical_and(free, ~hit, out=free)
+        if keep is not None:  # not (tap <= 0): tap > 0, or NaN
+            np.greater(tap, 0, out=keep)
+            if nan is not None:
+                keep |= np.isnan(tap)
+            hit &= keep
         np.multiply(g, hit, out=dx[where])
     # the reference adds g * hit into zeros: 0.0 + -0.0 is 0.0, so no -0.0 remains (g * False is -0.0 for g < 0)
     return np.add(dx, 0.0, out=dx)
@@ -208,3 +234,4 @@ provide_kernel("grad.conv2d_weight_backward", conv2d_weight_backward)
 provide_kernel("grad.conv2d_input_backward", conv2d_input_backward)
 provide_kernel("nn.max_pool2d", max_pool2d)
 provide_kernel("grad.max_pool2d_backward", max_pool2d_backward)
+provide_kernel("grad.relu_max_pool2d_backward", relu_max_pool2d_backward)

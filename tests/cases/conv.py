@@ -203,6 +203,11 @@ CASES = [
            lambda g, x: max_pool_backward_ref(g, x, (2, 2), 1),
            [rand(1, 1, 3, 3, seed=3), np.ones((1, 1, 4, 4), "float32")],
            ("grad.max_pool2d_backward",), grad=False),  # ties: finite differences would move the argmax
+    OpCase("relu_max_pool2d_backward",  # made by ir.runtime.pool_relu after differentiation: not differentiable
+           lambda g, x: apply("grad.relu_max_pool2d_backward", [g, x], **_pool_attrs((2, 2), 2, 0)),
+           lambda g, x: np.where(x <= 0, 0, max_pool_backward_ref(g, x, (2, 2), 2)),
+           [rand(1, 2, 3, 3, seed=3), np.maximum(rand(1, 2, 6, 7), 0)], ("grad.relu_max_pool2d_backward",),
+           grad=False),
     OpCase("max_pool2d_gather", lambda h, x: apply("grad.max_pool2d_gather", [h, x], **_pool_attrs((2, 3), 1, 1, 2)),
            lambda h, x: max_pool_gather_ref(h, x, (2, 3), 1, 1, 2), [rand(2, 1, 5, 6, seed=3), rand(2, 1, 5, 6)],
            ("grad.max_pool2d_gather",)),

@@ -193,3 +193,98 @@ def test_compiled_lstm_step_uses_the_installed_cell():
     from ir.runtime import numba_rnn
     assert get_op("nn.lstm_cell").kernel is numba_rnn.lstm_cell
     assert get_op("grad.lstm_cell_backward").kernel is numba_rnn.lstm_cell_backward
+
+
+# ---------------------------------------------------------------- relu's backward after max-pool's, as one op
+
+
+def _relu_data(shape, kind, rng):
+    x = np.maximum(rng.standard_normal(shape), 0).astype("float32")  # a relu's output: many exact zeros
+    if kind == "nan":
+        x[rng.random(shape) < 0.1] = np.nan
+    elif kind == "zeros":
+        x[:] = 0
+    return x
+
+
+@pytest.mark.parametrize("shape,window", [((4, 3, 24, 24), (2, 2)), ((2, 3, 7, 9), (2, 2)), ((2, 2, 9, 9), (3, 3))])
+@pytest.mark.parametrize("kind", ["relu", "nan", "zeros"])
+@pytest.mark.parametrize("g_kind", ["finite", "nonfinite"])
+def test_relu_max_pool2d_backward_equals_the_where(shape, window, kind, g_kind):
+    rng = np.random.default_rng(3)
+    x = _relu_data(shape, kind, rng)
+    out_hw = (shape[2] // window[0], shape[3] // window[1])
+    g = rng.standard_normal(shape[:2] + out_hw).astype("float32")
+    g.flat[1] = -0.0
+    if g_kind == "nonfinite":  # NaN/inf gradients: g * 0 is NaN at the window's other taps, the where's 0 kept
+        g.flat[0], g.flat[2] = np.nan, -np.inf
+    args = (window, window, (0, 0, 0, 0), (1, 1), False)
+    with np.errstate(invalid="ignore"):
+        want = np.where(x <= 0, np.float32(0), pool_ops._max_pool2d_backward(np, g, x, *args))
+        ref = pool_ops._relu_max_pool2d_backward(np, g, x, *args)
+        got = conv_kernels.relu_max_pool2d_backward(np, g, x, *args)
+    for a in (ref, got):
+        assert a.dtype == want.dtype and np.array_equal(a, want, equal_nan=True)
+        assert np.array_equal(np.signbit(a), np.signbit(want))
+
+
+def test_relu_max_pool2d_backward_overlapping_windows():
+    rng = np.random.default_rng(4)
+    x = _relu_data((2, 3, 9, 9), "relu", rng)
+    g = rng.standard_normal((2, 3, 4, 4)).astype("float32")
+    args = ((3, 3), (2, 2), (0, 0, 0, 0), (1, 1), False)
+    want = np.where(x <= 0, np.float32(0), pool_ops._max_pool2d_backward(np, g, x, *args))
+    assert np.array_equal(conv_kernels.relu_max_pool2d_backward(np, g, x, *args), want)
+
+
+def _adjoint(fn, x):
+    import ir
+    import tracer
+    from autodiff import Gradient
+    mod = tracer.trace(fn, tracer.spec(x.shape, str(x.dtype)))
+    return ir, Gradient("main", require_grads=list(mod["main"].params))(mod)
+
+
+def _run_adjoint(ir, mod, x, rewritten):
+    ex = ir.Executor(mod)
+    ex.specialize_kernels = rewritten  # off: the generic kernels and no rewrite
+    compiled = ex["main_adjoint"]
+    compiled(x)
+    return [b.value.op for b in compiled.fn.bindings if hasattr(b.value, "op")], compiled(x)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_rewrite_fuses_relu_then_pool_backward(dtype):
+    import tracer
+    from nn import functional as F
+
+    def loss(x):
+        return (F.max_pool2d(tracer.relu(x), 2) * tracer.tensor(np.arange(1.0, 37.0).astype(dtype).reshape(6, 6))).sum()
+    x = np.random.default_rng(5).standard_normal((2, 3, 12, 12)).astype(dtype)
+    ir, mod = _adjoint(loss, x)
+    ops, got = _run_adjoint(ir, mod, x, True)
+    plain_ops, want = _run_adjoint(ir, mod, x, False)
+    assert "grad.relu_max_pool2d_backward" in ops and "where" not in ops and "grad.max_pool2d_backward" not in ops
+    assert "grad.relu_max_pool2d_backward" not in plain_ops and "where" in plain_ops
+    (gx_got,), (gx_want,) = got[1], want[1]
+    assert np.array_equal(gx_got, gx_want) and np.array_equal(np.signbit(gx_got), np.signbit(gx_want))
+    assert np.count_nonzero(gx_got) and np.all(gx_got[x <= 0] == 0)
+
+
+def _pool_and_sum(r):
+    from nn import functional as F
+    return F.max_pool2d(r, 2).sum() + r.sum()
+
+
+def test_rewrite_leaves_other_patterns():
+    import tracer
+    from ir.runtime import pool_relu
+    from nn import functional as F
+    x = np.random.default_rng(6).standard_normal((2, 3, 8, 8)).astype("float32")
+    for fn in (lambda x: F.max_pool2d(tracer.exp(x), 2).sum(),  # no relu
+               lambda x: F.max_pool2d(tracer.relu(x) + 1.0, 2).sum(),  # the pool reads another array than the mask
+               lambda x: _pool_and_sum(tracer.relu(x))):  # relu's one output read twice: its gradient is a sum
+        _, mod = _adjoint(fn, x)
+        before = [b.value.op for b in mod["main_adjoint"].bindings if hasattr(b.value, "op")]
+        after = [b.value.op for b in pool_relu.rewrite(mod["main_adjoint"]).bindings if hasattr(b.value, "op")]
+        assert "grad.max_pool2d_backward" in before and after == before
