@@ -23,6 +23,7 @@ On NumPy most kernels are specialized to their binding's types (ir.runtime.speci
 from __future__ import annotations
 
 from ..types import TensorType
+from . import numba_program
 from .instructions import CALL, GETITEM, SPEC, TUPLE
 
 
@@ -81,7 +82,8 @@ def generate(compiled) -> tuple[str, object]:
     source = "\n".join(lines) + "\n"
     code = compile(source, f"<tracegrad {compiled.name}>", "exec")
     exec(code, ns)  # noqa: S102 - the source is generated above from the IR, nothing of the user's is executed
-    return source, ns[_identifier(compiled.name)]
+    # a small function as one numba function when it qualifies (the fast extra); this one is its fallback
+    return numba_program.attach(compiled, source, ns, _identifier(compiled.name))
 
 
 def _storage_pool(compiled, ns, lines) -> None:

@@ -21,7 +21,7 @@ from ..cuda_hint import require_cupy
 from ..nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from ..ops.registry import get_op
 from ..types import IRError, TensorType, TupleType, Type
-from . import anomaly, cross_entropy, numba_hook, pool_relu, storage, vjp_chains
+from . import anomaly, cross_entropy, numba_hook, numba_program, pool_relu, storage, vjp_chains
 from .codegen import generate
 from .instructions import ALIAS, CALL, GETITEM, SPEC, TUPLE
 from .reuse import FRESH, plan_reuse
@@ -204,6 +204,7 @@ class CompiledFunction:
         self.storage, self.scratch, self.storage_specs = self.storage_plan[:3]
         self._constant_ids = frozenset(id(buffer_owner(c)) for _, c in self.constants)
         self._fast = None  # the generated straight-line function (ir.runtime.codegen), made on first use
+        self.program = None  # the whole-function numba program that serves calls, if any (ir.runtime.numba_program)
         self._peaks: dict[tuple, int] = {}  # peak bytes per argument layout, counted on its first call
         self._arg_specs = [(p.type.shape, np.dtype(p.type.dtype)) if isinstance(p.type, TensorType) else None
                            for p in fn.params]
@@ -315,7 +316,8 @@ class CompiledFunction:
                 self.stats.op_counts = self._counts  # one copy, made once: per call, only the reference
                 return self._fast[1](*args)
             result = self._interpret(args)
-            self._peaks[key] = self.stats.peak_bytes
+            # what a call of the whole-function numba program holds, when one serves this function
+            self._peaks[key] = numba_program.peak_bytes(self, args, self.stats.peak_bytes)
             if self._tiered:  # this first call ran alone; numba loads from here (ir.runtime.numba_hook)
                 numba_hook.start()
             return result

@@ -1,0 +1,189 @@
+"""A small compiled IR function as ONE numba function (the `fast` extra): forward and adjoint in one call.
+
+On the NumPy executor each binding costs a dispatch of about 2 us, which for a small model (the tiny MLP
+64-64-64-10 at batch 32: ~35 bindings of a few thousand elements) is most of the step. When numba kernels
+may be used (`numba_hook.ready()`), every binding is one ir.runtime.numba_emit writes (elementwise ops with
+broadcasting, 2-D matmul, sum/mean/collapse_sum_to, softmax/log_softmax, the cross-entropy op, reshape,
+permute_dims, astype, broadcast_to, fills) and every array is float32, float64 or bool, non-empty and of at
+most `MAX_SIZE` elements, the whole function (as the executor has it, after its cross-entropy rewrite) is
+the source of one `@njit` function, written to a file of the kernel cache and loaded as
+ir.runtime.numba_gen's `load` does: compiled eagerly for C-contiguous arguments with `cache=True`, so a
+later process loads the machine code. The executor's generated straight-line function (ir.runtime.codegen)
+stays the fallback: an argument that is not C-contiguous (no compiled signature takes it) runs it. Any
+other op, dtype or a larger array keeps the executor's path for the whole function.
+
+Values: as the NumPy path to float rounding, no further from the float64 result than NumPy's float32 path
+(reductions accumulate in float64); NaN and inf as in NumPy. Results have the executor's structure, shapes
+and dtypes, 0-d results as 0-d arrays, a returned (view of a) constant copied.
+
+Memory: `stats.peak_bytes` for calls this program serves is `peak_bytes(compiled, args)`: the arguments'
+buffers and the array constants, held for the whole call (the numba function holds references to them
+until it returns), plus the most bytes of the arrays the function allocates (outputs, intermediates and
+accumulators, each from its allocation to its variable's last use, the point where numba releases it) live
+at once. Planned storage (ir.runtime.storage) is not used on this path: the function allocates anew.
+
+When it runs: a compiled function qualifies once, when the executor generates its straight-line function;
+the Python function then counts its calls, and from the `HOT_CALLS`-th, once `numba_hook.ready()`, the
+program is made: on a background thread (the Python function serves calls until it is loaded, then the
+executor's slot holds the program), or on the calling thread under TRACEGRAD_KERNELS=numba-sync. A cold
+compile takes seconds (the tiny MLP's step: about 5 s); loading it from the kernel cache about 0.4 s.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+
+import numpy as np
+
+from . import numba_hook
+from .numba_emit import MAX_SIZE, Unsupported, source
+
+ENABLED = True  # False: the executor's per-op path for every function compiled from now on (A/B, tests)
+HOT_CALLS = 50  # calls of the Python function before the program is made (a cold compile takes seconds)
+
+
+class Program:
+    """The loaded numba function of one compiled IR function and what its calls hold."""
+
+    def __init__(self, text, arrays, own_peak):
+        from .numba_gen import load
+
+        self.source, self.arrays, self.own_peak = text, tuple(arrays), own_peak
+        self.kernel = load(text, "program").program
+
+
+def refusal(fn) -> str | None:
+    """Why IR function `fn` does not qualify for a program (None: it does)."""
+    try:
+        source(fn)
+    except Unsupported as e:
+        return str(e)
+    return None
+
+
+def build(compiled):
+    """The Program of `compiled`, or None when it has something the generator does not emit."""
+    if compiled.xp is not np:
+        return None
+    try:
+        text, arrays, own = source(compiled.fn, compiled.name)
+    except (Unsupported, KeyError, TypeError):
+        return None
+    return Program(text, arrays, own)
+
+
+def attach(compiled, python_source, ns, name):
+    """What the executor's generated-function slot holds, (source, function), for ir.runtime.codegen's straight-line
+    function `ns[name]` of `python_source`: that function itself when the IR function does not qualify, else the
+    same function counting its calls (a prologue of one increment and one test); from its `HOT_CALLS`-th call,
+    once numba_hook.ready(), the program is made (on a background thread: the Python function runs until it is
+    loaded; on the calling thread under TRACEGRAD_KERNELS=numba-sync) and takes the slot."""
+    python = ns[name]
+    compiled.program = None
+    if not ENABLED or compiled.xp is not np or compiled.check_types or not numba_hook.ENABLED:
+        return python_source, python
+    try:
+        text, arrays, own = source(compiled.fn, compiled.name)
+    except (Unsupported, KeyError, TypeError):
+        return python_source, python
+    hot = _Hot(compiled, text, arrays, own, python_source, python)
+    if HOT_CALLS <= 1 and numba_hook.ready():
+        hot.done = True
+        program = hot.program()
+        return python_source, python if program is None else _install(compiled, program, python_source, python)[1]
+    head, rest = python_source.split("\n", 1)
+    counted = f"{head}\n    hot_.n += 1\n    if hot_.n >= {HOT_CALLS}: hot_.tick()\n{rest}"
+    ns = dict(ns, hot_=hot)
+    exec(compile(counted, f"<tracegrad {compiled.name}>", "exec"), ns)  # noqa: S102 - generated from the IR
+    return python_source, ns[name]
+
+
+class _Hot:
+    """The call count of a qualifying function and the making of its program (see `attach`)."""
+
+    def __init__(self, compiled, text, arrays, own, python_source, python):
+        self.n, self.compiled, self.parts = 0, compiled, (text, arrays, own)
+        self.python_source, self.python = python_source, python
+        self.thread = None
+        self.done = False
+
+    def tick(self) -> None:
+        """Make the program, or see to its making."""
+        if self.done or self.thread is not None or not numba_hook.ready():
+            return
+        if getattr(numba_hook, "SYNC", True):
+            self.make()
+            return
+        self.thread = threading.Thread(target=self.make, name="tracegrad-numba-program", daemon=True)
+        _threads.add(self.thread)
+        self.thread.start()
+
+    def program(self):
+        try:
+            return Program(*self.parts)
+        except Exception as e:  # noqa: BLE001 - numba refused the generated source: the executor's path stays
+            warnings.warn(f"{self.compiled.name}: the whole-function numba program could not be compiled ({e!r}); "
+                          "the per-op kernels run", RuntimeWarning, stacklevel=2)
+            return None
+
+    def make(self):
+        compiled = self.compiled
+        program = self.program()
+        if program is not None and compiled._fast is not None and compiled._fast[0] is self.python_source:
+            compiled._fast = _install(compiled, program, self.python_source, self.python)
+        self.done = True
+        _threads.discard(threading.current_thread())
+
+
+_threads: set = set()
+
+
+def _join_before_fork() -> None:
+    # a fork while a program compiles (numba's compiler lock held) would leave the child unable to compile
+    for thread in list(_threads):
+        if thread.is_alive() and thread is not threading.current_thread():
+            thread.join()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_join_before_fork)
+
+
+def _install(compiled, program, python_source, python):
+    compiled.program = program
+    compiled._peaks.clear()  # counted again at the next call, as this program's calls hold (peak_bytes)
+    kernel, arrays = program.kernel, program.arrays
+    if arrays:
+        def run(*args):
+            try:
+                return kernel(*args, *arrays)
+            except TypeError:  # an argument with a layout no compiled signature takes (not C-contiguous)
+                return python(*args)
+    else:
+        def run(*args):
+            try:
+                return kernel(*args)
+            except TypeError:
+                return python(*args)
+    run.program = program
+    return python_source, run
+
+
+def peak_bytes(compiled, args, counted: int) -> int:
+    """`stats.peak_bytes` of a call with `args`: the interpreter's count `counted` when no Program serves it,
+    else the arguments' and array constants' buffers plus the Program's own allocations (see the module)."""
+    program = getattr(compiled, "program", None)
+    if program is None or not all(type(a) is np.ndarray and a.flags.c_contiguous for a in args):
+        return counted
+    from .executor import _Memory
+
+    mem = _Memory()
+    for a in args:
+        mem.hold(a)
+    for c in program.arrays:
+        mem.hold(c)
+    return mem.live + program.own_peak
+
+
+__all__ = ["ENABLED", "HOT_CALLS", "MAX_SIZE", "Program", "attach", "build", "peak_bytes", "refusal", "source"]
