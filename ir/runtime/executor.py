@@ -318,8 +318,6 @@ class CompiledFunction:
             result = self._interpret(args)
             # what a call of the whole-function numba program holds, when one serves this function
             self._peaks[key] = numba_program.peak_bytes(self, args, self.stats.peak_bytes)
-            if self._tiered:  # this first call ran alone; numba loads from here (ir.runtime.numba_hook)
-                numba_hook.start()
             return result
         return self._interpret(args)
 
@@ -372,6 +370,8 @@ class CompiledFunction:
                 values[s] = None
         self.stats.peak_bytes = mem.peak
         self.stats.op_counts = dict(self.op_counts)
+        if self._tiered:  # a first call ran alone on NumPy's kernels; numba loads from here (ir.runtime.numba_hook)
+            numba_hook.start()
         return _collect(self.body_plan, values, self._constant_ids)
 
 

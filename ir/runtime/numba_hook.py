@@ -8,13 +8,17 @@ With numba installed and TRACEGRAD_KERNELS not "numpy", `fused` chains run as ge
 Tiered start-up, as JIT runtimes do it: numba's import and its first dispatch cost most of a second, so numba
 is never on a first call's path. `ready()` is the non-blocking question "may numba kernels be used now"; its
 first asking starts a background thread that imports numba and loads (or compiles) every kernel asked for
-meanwhile (`prepare`), and it answers True once that is done. Until then the plain NumPy kernels run: a
-compiled function whose kernels waited is made again once, at its first call after `ready()` turned true
-(ir.runtime.executor), and the per-call kernels (fused chains, SGD's loop) choose at each call. So the first
-steps of a training loop run on NumPy and the later ones on numba; the two give the same values to float
-rounding (the numba kernels are within 1e-6 relative of NumPy's). While it loads, the thread runs at the
-lowest CPU priority and Python switches threads every `SWITCH_INTERVAL` seconds (not 5 ms), so the main
-thread waits little for the GIL after each NumPy kernel.
+meanwhile (`prepare`), and it answers True once that is done. A compiled function's first call runs before
+the load starts (the executor starts it when that call ends: it runs alone, on NumPy's kernels). Until the
+load is done the plain NumPy kernels run: a compiled function whose kernels waited is made again once, at
+its first call after `ready()` turned true (ir.runtime.executor), and the per-call kernels (fused chains,
+SGD's loop) choose at each call. So the first steps of a training loop run on NumPy and the later ones on
+numba; the two give the same values to float rounding (the numba kernels are within 1e-6 relative of
+NumPy's). The load holds the GIL for most of its CPU time (about 0.6-1 s: numba's import and its first
+dispatch), so the steps that overlap it run slower; while it runs Python switches threads every
+`SWITCH_INTERVAL` seconds instead of 5 ms, so the main thread waits little for the GIL after each NumPy
+kernel. (A lower OS priority for the thread was measured worse: a preempted loader holding the GIL stalls
+the main thread.)
 
 TRACEGRAD_KERNELS (read when `ir` is imported):
   unset or "numba"   tiered: NumPy kernels first, numba's once loaded in the background;
@@ -111,7 +115,7 @@ def start() -> None:
     """Start the background load if numba is wanted and it has not started (the executor calls it after the
     first call of a function whose kernels waited: that call then ran alone on NumPy's kernels)."""
     global _thread
-    if not ENABLED or SYNC or loaded or failed is not None:
+    if _thread is not None or not ENABLED or SYNC or loaded or failed is not None:
         return
     with _lock:
         if _thread is None:
