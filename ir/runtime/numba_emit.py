@@ -7,9 +7,11 @@ non-elementwise op gets its own loop nest over its static shape. Broadcasting re
 matmul (2-D) is `np.dot` into a new array (BLAS), a transposed operand read as the `.T` view (F layout) rather
 than copied; sum, mean, collapse_sum_to and the cross-entropy accumulate in float64 and round once; softmax
 and log_softmax (last axis) do a row's max, a float64 sum of exp and the result in three passes. reshape and a
-2-D permute_dims are views; zeros/ones/full are scalars broadcast where read. Anything else (an op, a dtype
-other than float32/float64/bool, a static shape missing, an empty array or one above MAX_SIZE elements)
-raises Unsupported, and the executor's per-op path runs that function.
+2-D permute_dims are views; zeros/ones/full are scalars broadcast where read. nll_loss and its backward take
+(N, C) predictions and integer targets (integer tensors are allowed as parameters only); a target out of
+range raises IndexError inside, and the caller runs the executor's path, which raises its own error.
+Anything else (an op, a dtype other than float32/float64/bool, a static shape missing, an empty array or one
+above MAX_SIZE elements) raises Unsupported, and the executor's per-op path runs that function.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from ..types import TensorType
 
 MAX_SIZE = 16384  # numba_gen.MIN_SIZE: from here the per-op NumPy/BLAS path and numba's kernels take over
 _DTYPES = {"float32": "f32", "float64": "f64", "bool": "boolean"}
+_INTS = ("int32", "int64")
 _ELEMENTWISE = frozenset({
     "add", "subtract", "multiply", "divide", "power", "negative", "abs", "maximum", "minimum", "exp", "log",
     "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "nn.relu", "nn.silu", "nn.gelu", "less", "less_equal",
@@ -31,7 +34,7 @@ import math
 
 import numpy as np
 from numba import njit
-from numba.types import Array, boolean, float32, float64
+from numba.types import Array, boolean, float32, float64, int32, int64
 
 from {package}.numba_math import exp32, exp_reduced, sigmoid32, tanh32
 
@@ -55,8 +58,10 @@ class _Val:
         self.text, self.const, self.alloc, self.lazy = text, const, alloc, lazy  # alloc: the allocation it lives in
 
 
-def _tensor(t) -> TensorType:
-    if not isinstance(t, TensorType) or t.dtype not in _DTYPES or not all(isinstance(d, int) for d in t.shape):
+def _tensor(t, ints=False) -> TensorType:
+    """`t` when the program can hold it (integer tensors only as parameters, read as class indices)."""
+    ok = t.dtype in _DTYPES or ints and t.dtype in _INTS if isinstance(t, TensorType) else False
+    if not ok or not all(isinstance(d, int) for d in t.shape):
         raise Unsupported(f"type {t}")
     n = math.prod(t.shape)
     if n == 0 or n > MAX_SIZE:
@@ -91,7 +96,7 @@ class _Gen:
         self.vals: dict[Var, _Val] = {}
         self.params = []
         for p in fn.params:
-            t = _tensor(p.type)
+            t = _tensor(p.type, ints=True)
             v = _Val(f"a{len(self.params)}", t.shape, t.dtype)
             self.vals[p] = v
             self.params.append((v, t))
@@ -448,9 +453,70 @@ def _cross_entropy(g, op, attrs, args, t):
     return out
 
 
+def _nll_rows(g, pred, targets, attrs, body):
+    """Loop lines over the rows of a (N, C) `pred`: `tgt` the row's target, `hit` whether it counts, `body` per
+    row; an out-of-range target raises IndexError (the program's caller runs the NumPy path, which words it)."""
+    n, c = pred.shape
+    return [f"    for i0 in range({n}):", f"        tgt = {targets.name}[i0]",
+            f"        hit = tgt != {int(attrs['ignore_index'])}",
+            f"        if hit and (tgt < 0 or tgt >= {c}):",
+            '            raise IndexError("nll_loss: target out of range")', *body]
+
+
+def _nll_form(pred, targets, attrs):
+    if len(pred.shape) != 2 or targets.shape != pred.shape[:1] or targets.dtype not in _INTS \
+            or pred.dtype not in ("float32", "float64") or attrs["reduction"] not in ("mean", "sum", "none"):
+        raise Unsupported("nll_loss form")
+
+
+def _nll_loss(g, op, attrs, args, t):
+    pred, targets = args
+    _nll_form(pred, targets, attrs)
+    out = g.new(t.shape, t.dtype)
+    g.empty(out)
+    T = _DTYPES[t.dtype]
+    if attrs["reduction"] == "none":  # -pred[i, t] or 0 where ignored, as NumPy's select
+        rows = [f"        {out.name}[i0] = {T}(-{pred.name}[i0, tgt]) if hit else {T}(0.0)"]
+        g.line("\n".join(_nll_rows(g, pred, targets, attrs, rows)), pred, targets, out)
+        return out
+    acc, cnt = g.local("acc"), g.local("cnt")
+    rows = ["        if hit:", f"            {acc} += f64({pred.name}[i0, tgt])", f"            {cnt} += 1"]
+    end = (f"    {out.name}[()] = {T}(-{acc} / {cnt}) if {cnt} > 0 else {T}(np.nan)" if attrs["reduction"] == "mean"
+           else f"    {out.name}[()] = {T}(-{acc})")
+    g.line("\n".join([f"    {acc} = 0.0", f"    {cnt} = 0", *_nll_rows(g, pred, targets, attrs, rows), end]),
+           pred, targets, out)
+    return out
+
+
+def _nll_loss_backward(g, op, attrs, args, t):
+    grad, pred, targets = args
+    _nll_form(pred, targets, attrs)
+    if grad.dtype != pred.dtype:
+        raise Unsupported("nll_loss_backward dtype")
+    out = g.new(t.shape, t.dtype)
+    g.empty(out)
+    T = _DTYPES[t.dtype]
+    n, c = pred.shape
+    lines = []
+    gi = f"{grad.name}[i0]" if attrs["reduction"] == "none" else g.elem(grad, (), lines, "    ")
+    cnt = g.local("cnt")
+    if attrs["reduction"] == "mean":  # NumPy's -g * valid / max(count, 1), each rounded to the dtype
+        lines += [f"    {cnt} = 0", f"    for i0 in range({n}):",
+                  f"        if {targets.name}[i0] != {int(attrs['ignore_index'])}:", f"            {cnt} += 1",
+                  f"    {cnt} = {cnt} if {cnt} > 0 else 1"]
+    coef = f"{T}({T}(-{gi}) * {T}(1.0 if hit else 0.0))"
+    if attrs["reduction"] == "mean":
+        coef = f"{T}({coef} / {T}({cnt}))"
+    rows = [f"        coef = {coef}", "        safe = tgt if hit else 0", f"        for j in range({c}):",
+            f"            {out.name}[i0, j] = {T}({T}(1.0 if j == safe else 0.0) * coef)"]
+    g.line("\n".join([*lines, *_nll_rows(g, pred, targets, attrs, rows)]), grad, pred, targets, out)
+    return out
+
+
 _EMITTERS = {"sum": _sum, "mean": _sum, "collapse_sum_to": _collapse, "matmul": _matmul, "permute_dims": _permute,
              "reshape": _reshape, "nn.softmax": _softmax, "nn.log_softmax": _softmax,
-             "nn.cross_entropy_with_logits": _cross_entropy}
+             "nn.cross_entropy_with_logits": _cross_entropy, "nn.nll_loss": _nll_loss,
+             "grad.nll_loss_backward": _nll_loss_backward}
 _FILLS = {"zeros": lambda a: 0, "ones": lambda a: 1, "full": lambda a: a["fill_value"], "zeros_like": lambda a: 0,
           "ones_like": lambda a: 1, "full_like": lambda a: a["fill_value"]}
 _READS_LAZY = frozenset({"sum", "mean", "collapse_sum_to", "nn.cross_entropy_with_logits"})

@@ -158,13 +158,13 @@ def _install(compiled, program, python_source, python):
         def run(*args):
             try:
                 return kernel(*args, *arrays)
-            except TypeError:  # an argument with a layout no compiled signature takes (not C-contiguous)
-                return python(*args)
+            except (TypeError, IndexError):  # a layout no compiled signature takes (not C-contiguous); a target
+                return python(*args)  # out of range: the executor's path raises its own error
     else:
         def run(*args):
             try:
                 return kernel(*args)
-            except TypeError:
+            except (TypeError, IndexError):
                 return python(*args)
     run.program = program
     return python_source, run

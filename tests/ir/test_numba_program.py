@@ -1,14 +1,18 @@
 """The whole-function numba program (ir.runtime.numba_program): same values, gradients, structure and dtypes as
 the executor's per-op NumPy path (float64 to 1e-12, float32 no further from float64 than NumPy's float32 path
-or 1e-6), NaN/inf as NumPy, broadcasting edge shapes, and the fallbacks (an op it does not emit, a large array,
-an argument that is not C-contiguous)."""
+or 1e-6), NaN/inf as NumPy, broadcasting edge shapes, small nn models (cross-entropy with integer targets,
+ignore_index, MSE), and the fallbacks (an op it does not emit, a large array, an argument that is not
+C-contiguous, a target out of range)."""
 import numpy as np
 import pytest
 
+import autodiff
 import ir
+import nn
 import tracer
 from autodiff import Gradient
 from benchmarks.step_speed import make_problem, tracegrad_step
+from nn import functional as F
 
 numba = pytest.importorskip("numba")
 from ir.runtime import numba_hook, numba_program  # noqa: E402 - after the skip
@@ -251,3 +255,52 @@ def test_source_is_one_njit_function_in_the_kernel_cache():
     assert text.count("@njit(") == 1 and "cache=True" in text
     from ir.runtime.numba_gen import kernel_dir
     assert any(p.read_text() == text for p in kernel_dir().glob("program_*.py"))
+
+
+def _model_results(program, loss_of, y, dtype="float32"):
+    """value and gradients of loss_of(model(x), y) for a small tanh/relu MLP made from fixed weights."""
+    numba_program.ENABLED = program
+    try:
+        rng = np.random.default_rng(3)
+        model = nn.Sequential(nn.Linear(20, 32), nn.Tanh(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 5))
+        for p in model.parameters():
+            p.data = tracer.tensor(rng.normal(0, 0.3, p.shape).astype(dtype))
+        x = tracer.tensor(rng.normal(size=(16, 20)).astype(dtype))
+        vg = autodiff.value_and_grad(lambda x, y: loss_of(model(x), y), wrt=list(model.parameters()))
+        for _ in range(3):
+            value, grads = vg(x, y)
+    finally:
+        numba_program.ENABLED = True
+    step = next(iter(vg.cache.values()))[0].step
+    assert (step.program is not None) == program
+    return [value.numpy()] + [g.numpy() for g in grads], vg, x
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "cross_entropy_ignore", "cross_entropy_sum", "mse"])
+def test_small_nn_models_as_numpy(loss):
+    rng = np.random.default_rng(4)
+    targets = rng.integers(0, 5, 16)
+    if loss == "cross_entropy_ignore":
+        targets[[2, 7]] = -100
+    loss_of = {"cross_entropy": F.cross_entropy, "cross_entropy_ignore": F.cross_entropy,
+               "cross_entropy_sum": lambda p, t: F.cross_entropy(p, t, reduction="sum"), "mse": F.mse_loss}[loss]
+    soft = rng.normal(size=(16, 5))
+    results = {}
+    for dtype in ("float64", "float32"):
+        y = tracer.tensor(soft.astype(dtype)) if loss == "mse" else tracer.tensor(targets)
+        results[dtype] = [_model_results(program, loss_of, y, dtype)[0] for program in (True, False)]
+        for g, w in zip(*results[dtype], strict=True):
+            assert g.dtype == w.dtype and g.shape == w.shape
+    for g, w in zip(*results["float64"], strict=True):
+        assert _error(g, w) <= 1e-12, loss
+    for g32, w32, w64 in zip(*results["float32"], results["float64"][1], strict=True):
+        assert _error(g32, w64) <= max(1e-6, 2 * _error(w32, w64)), loss
+
+
+def test_target_out_of_range_raises_the_numpy_paths_error():
+    targets = np.arange(16) % 5
+    _, vg, x = _model_results(True, F.cross_entropy, tracer.tensor(targets))
+    bad = targets.copy()
+    bad[3] = 7
+    with pytest.raises(IndexError, match="target 7 out of range for 5 classes"):
+        vg(x, tracer.tensor(bad))
