@@ -19,9 +19,23 @@ from . import numba_gen
 from .numba_gen import load
 from .numba_threads import use_parallel
 
+# exp for a float32 result, inlined into the row loops: numba_math's range reduction with a degree-7 Taylor
+# polynomial (relative error below 6e-9 on |r| <= ln2 / 2, a tenth of float32's half-ulp) where exp_reduced
+# takes degree 10 for 3e-13; exp(0) is exactly 1. For d in [-160, 160] or NaN, as exp_reduced.
+EXP_F32 = '''
+@njit(inline="always", error_model="numpy")
+def exp_f32(d):
+    t = d * _LOG2E + _ROUND
+    k = t - _ROUND
+    r = d - k * _LN2
+    p = 1.0 / 24 + r * (1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040)))
+    p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * p)))
+    return p * _bits_to_float64((_float64_to_bits(t) - _ROUND_BITS + 1023) << 52)
+'''
+
 # Sums in float64 of a float32 row, with reassociation allowed so that they vectorise (a strict float64 sum
 # is one add per 4 cycles). They live in their own functions: in a reassociating function LLVM would fold
-# exp_reduced's round-to-integer trick ((a + R) - R) away. ir.runtime.numba_vjp's kernels call them too.
+# exp_f32's round-to-integer trick ((a + R) - R) away. ir.runtime.numba_vjp's kernels call them too.
 ROW_SUMS = '''
 @njit(cache=True, error_model="numpy", fastmath={"contract", "reassoc"})
 def row_sum(a):
@@ -57,7 +71,7 @@ def softmax_{name}(x, out, log):
         for j in range(n):  # exp(x - max) rounded to float32 (6e-8 relative) into the output row
             d = np.float64(x[i, j]) - md
             d = -160.0 if d < -160.0 else d
-            row[j] = np.float32(exp_reduced(d))
+            row[j] = np.float32(exp_f32(d))
         s = row_sum(row)
         if log:
             ls = math.log(s)
@@ -83,7 +97,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from {package}.numba_math import exp_reduced
+from {package}.numba_math import _LN2, _LOG2E, _ROUND, _ROUND_BITS, _bits_to_float64, _float64_to_bits
 '''
 
 
@@ -91,7 +105,7 @@ from {package}.numba_math import exp_reduced
 def _module():
     body = "".join(_ROWS.format(name=name, loop=loop, extra=extra)
                    for name, loop, extra in (("serial", "range", ""), ("parallel", "prange", ", parallel=True")))
-    return load(_HEADER.format(package=__package__) + ROW_SUMS + body, "rows")
+    return load(_HEADER.format(package=__package__) + EXP_F32 + ROW_SUMS + body, "rows")
 
 
 def composite(op: str, types, out: TensorType, attrs: dict):

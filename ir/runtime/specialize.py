@@ -44,7 +44,8 @@ def specialize(call: Call, xp):
     """A callable of the arrays alone that computes `call` as its kernel would, or None to keep the kernel."""
     if xp is not np:
         return None
-    if call.op == "fused" and numba_hook.ENABLED:  # a backward chain's row kernel (ir.runtime.vjp_chains)
+    if call.op in ("fused", "nn.gelu") and numba_hook.ENABLED:  # a backward chain's row kernel, the tanh GELU's
+        # forward as the same x * sigmoid(2u) (ir.runtime.vjp_chains)
         fast = vjp_chains.kernel(call)
         if fast is not None:
             return fast

@@ -383,7 +383,7 @@ def kernel(call):
     if plan is None:
         return None
     if not numba_hook.ready():
-        numba_hook.prepare(("vjp_chains", call.attrs["expr"], repr(plan[2])), functools.partial(_load, plan))
+        numba_hook.prepare(("vjp_chains", plan[0], repr(call.attrs), repr(plan[2])), functools.partial(_load, plan))
         return None
     from .numba_vjp import runner
     return runner(*plan)
@@ -391,7 +391,8 @@ def kernel(call):
 
 def _load(plan):
     from .numba_vjp import runner
-    runner(*plan)(tuple(np.zeros(t.shape, t.dtype) for t in plan[2]))
+    xs = tuple(np.zeros(t.shape, t.dtype) for t in plan[2])
+    runner(*plan)(*(xs if plan[0] == "gelu_tanh" else (xs,)))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -401,10 +402,19 @@ def _tree(expr: str):
 
 
 def _plan(call):
-    """(chain name, input indices, their types, result type, kernel parameters) of a `fused` binding, or None."""
+    """(chain name, input indices, their types, result type, kernel parameters) of a `fused` binding, or of a
+    float32 tanh `nn.gelu` binding (the forward of the same GELU, its one array), or None."""
     out = call.type
     if not isinstance(out, TensorType) or out.dtype != "float32" or len(call.args) != 1:
         return None
+    if call.op == "nn.gelu":
+        from . import numba_gen
+
+        x = call.args[0].type
+        if (call.attrs.get("approximate") != "tanh" or not isinstance(x, TensorType) or x != out or not out.shape
+                or math.prod(out.shape) < numba_gen.MIN_SIZE):
+            return None
+        return ("gelu_tanh", [0], [x], out, {})
     fields = getattr(call.args[0].type, "fields", None)
     if fields is None:
         return None

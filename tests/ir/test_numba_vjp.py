@@ -104,6 +104,26 @@ def test_gelu_tanh_vjp_and_large_arguments():
     check(_gelu, [x], ["gelu_tanh_vjp"])
 
 
+def test_gelu_forward_kernel_within_1e6_of_float64_elementwise():
+    # the nn.gelu binding runs as x * sigmoid(2u): relative to float64 elementwise, the negative tail included
+    x = np.concatenate([np.linspace(-12, 12, 4001), [0.0, -0.0, 1e-30, -1e-30, 3e38, -3e38]]).astype(np.float32)
+    call = tracer.trace(_gelu, x)["main"].bindings[0].value
+    run = vjp_chains.kernel(call)
+    assert run is not None
+    got = run(x)
+    d = x.astype(np.float64)
+    want = d / (1 + np.exp(-2 * np.sqrt(2 / np.pi) * (d + 0.044715 * d ** 3)))
+    fin = np.isfinite(want) & (np.abs(want) > 1e-37)
+    assert np.all(np.abs(got[fin] - want[fin]) <= 1e-6 * np.abs(want[fin]))
+    special = np.array([np.nan, np.inf, -np.inf], np.float32)
+    mod = tracer.trace(_gelu, special)
+    ex = ir.Executor(mod)
+    ex.specialize_kernels = False  # NumPy's kernel
+    numpy_values = ex["main"](special)
+    assert np.array_equal(vjp_chains.kernel(mod["main"].bindings[0].value)(special), numpy_values, equal_nan=True)
+    assert vjp_chains.kernel(tracer.trace(lambda x: tracer.gelu(x), x)["main"].bindings[0].value) is None
+
+
 def test_masked_softmax_and_its_vjp():
     # the forward's where + softmax, and the backward's softmax VJP with the where of the mask after it
     check(_attention, [f32(2, 3, 8, 8)], ["masked_softmax_fill", "softmax_vjp_fill"])
