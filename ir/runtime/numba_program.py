@@ -22,8 +22,10 @@ until it returns), plus the most bytes of the arrays the function allocates (out
 accumulators, each from its allocation to its variable's last use, the point where numba releases it) live
 at once. Planned storage (ir.runtime.storage) is not used on this path: the function allocates anew.
 
-When it runs: a compiled function qualifies once, when the executor generates its straight-line function;
-the Python function then counts its calls, and from the `HOT_CALLS`-th, once `numba_hook.ready()`, the
+When it runs: a compiled function qualifies once, when the executor generates its straight-line function.
+If numba is still loading then (numba_hook's tiered start: the first function of a process), the program is
+made on numba_hook's background thread before `ready()` turns true, and the executor's re-make of the
+function installs it. Otherwise the Python function counts its calls, and from the `HOT_CALLS`-th the
 program is made: on a background thread (the Python function serves calls until it is loaded, then the
 executor's slot holds the program), or on the calling thread under TRACEGRAD_KERNELS=numba-sync. A cold
 compile takes seconds (the tiny MLP's step: about 5 s); loading it from the kernel cache about 0.4 s.
@@ -78,7 +80,9 @@ def attach(compiled, python_source, ns, name):
     function `ns[name]` of `python_source`: that function itself when the IR function does not qualify, else the
     same function counting its calls (a prologue of one increment and one test); from its `HOT_CALLS`-th call,
     once numba_hook.ready(), the program is made (on a background thread: the Python function runs until it is
-    loaded; on the calling thread under TRACEGRAD_KERNELS=numba-sync) and takes the slot."""
+    loaded; on the calling thread under TRACEGRAD_KERNELS=numba-sync) and takes the slot. While numba itself
+    loads in the background (numba_hook's tiers), the program is made on that thread before ready() turns
+    true, and the executor's re-make of this function (its tiers) installs it at once."""
     python = ns[name]
     compiled.program = None
     if not ENABLED or compiled.xp is not np or compiled.check_types or not numba_hook.ENABLED:
@@ -88,9 +92,15 @@ def attach(compiled, python_source, ns, name):
     except (Unsupported, KeyError, TypeError):
         return python_source, python
     hot = _Hot(compiled, text, arrays, own, python_source, python)
-    if HOT_CALLS <= 1 and numba_hook.ready():
+    if not numba_hook.ready():  # numba loads in the background: the program is made there too, and the
+        prepare = getattr(numba_hook, "prepare", None)  # executor makes this function again once it is ready
+        if prepare is not None:
+            prepare(("program", text), hot.program)
+        return python_source, python
+    program = _made.get(text)
+    if program is not None or HOT_CALLS <= 1:  # made already (numba's background load, another executor)
         hot.done = True
-        program = hot.program()
+        program = program or hot.program()
         return python_source, python if program is None else _install(compiled, program, python_source, python)[1]
     head, rest = python_source.split("\n", 1)
     counted = f"{head}\n    hot_.n += 1\n    if hot_.n >= {HOT_CALLS}: hot_.tick()\n{rest}"
@@ -121,7 +131,8 @@ class _Hot:
 
     def program(self):
         try:
-            return Program(*self.parts)
+            program = _made[self.parts[0]] = Program(*self.parts)
+            return program
         except Exception as e:  # noqa: BLE001 - numba refused the generated source: the executor's path stays
             warnings.warn(f"{self.compiled.name}: the whole-function numba program could not be compiled ({e!r}); "
                           "the per-op kernels run", RuntimeWarning, stacklevel=2)
@@ -137,6 +148,7 @@ class _Hot:
 
 
 _threads: set = set()
+_made: dict = {}  # source -> its Program, once loaded in this process
 
 
 def _join_before_fork() -> None:

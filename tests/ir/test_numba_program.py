@@ -3,6 +3,10 @@ the executor's per-op NumPy path (float64 to 1e-12, float32 no further from floa
 or 1e-6), NaN/inf as NumPy, broadcasting edge shapes, small nn models (cross-entropy with integer targets,
 ignore_index, MSE), and the fallbacks (an op it does not emit, a large array, an argument that is not
 C-contiguous, a target out of range)."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -304,3 +308,32 @@ def test_target_out_of_range_raises_the_numpy_paths_error():
     bad[3] = 7
     with pytest.raises(IndexError, match="target 7 out of range for 5 classes"):
         vg(x, tracer.tensor(bad))
+
+
+TIERED = """
+import numpy as np, ir, tracer
+from ir.runtime import numba_hook
+x = np.linspace(-1, 1, 12).reshape(3, 4)
+fn = ir.Executor(tracer.trace(lambda a: tracer.tanh(a) * 2.0 - a, x))["main"]
+want = np.tanh(x) * 2.0 - x
+for _ in range(3):
+    assert np.allclose(fn(x), want, rtol=1e-15)
+served = [fn.program is not None]
+assert numba_hook.wait(300)
+for _ in range(3):
+    assert np.allclose(fn(x), want, rtol=1e-15)
+served.append(fn.program is not None)
+print(served)
+"""
+
+
+def test_tiered_start_makes_the_program_with_numbas_load(tmp_path):
+    # numba loading in the background (TRACEGRAD_KERNELS unset): the first calls run NumPy's path, the program is
+    # made on the loading thread, and the executor's re-make of the function installs it without HOT_CALLS calls
+    env = {**os.environ, "TRACEGRAD_CACHE": str(tmp_path)}
+    env.pop("TRACEGRAD_KERNELS", None)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", TIERED], env=env, cwd=root, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[False, True]"
