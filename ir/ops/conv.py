@@ -230,6 +230,21 @@ def _conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, in
     return _scatter_windows(xp, dcols, input_shape, strides, padding, dilation)
 
 
+def _infer_relu_conv2d_input_backward(op, types, strides, padding, dilation, groups, input_shape):
+    out = _infer_conv2d_input_backward(op, types[:2], strides, padding, dilation, groups, input_shape)
+    mask = tensor_arg(op, types, 2)
+    if mask.shape != out.shape or mask.dtype != out.dtype:
+        raise op.error(f"argument data {mask} must have the input's shape and dtype {out}")
+    return out
+
+
+def _relu_conv2d_input_backward(xp, g, weight, data, strides, padding, dilation, groups, input_shape):
+    """where(data <= 0, 0, conv2d_input_backward(g, weight)): the input gradient through a relu whose output
+    `data` the convolution read (relu's backward reads its own output); made by ir.runtime.pool_relu."""
+    dx = _conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, input_shape)
+    return xp.where(data <= 0, xp.zeros((), dx.dtype), dx)
+
+
 def _infer_conv2d_weight_backward(op, types, strides, padding, dilation, groups, weight_shape):
     g, data = tensor_arg(op, types, 0), tensor_arg(op, types, 1)
     dtype = same_dtype(op, types)
@@ -250,6 +265,9 @@ declare("nn.conv2d", ("data", "weight"), _CONV_ATTRS, infer=_infer_conv2d, kerne
                "out_dtype": ("void", "")})
 declare("grad.conv2d_input_backward", ("output_grad", "weight"), _CONV_ATTRS + (Attr("input_shape", "shape"),),
         infer=_infer_conv2d_input_backward, kernel=_conv2d_input_backward)
+declare("grad.relu_conv2d_input_backward", ("output_grad", "weight", "data"),
+        _CONV_ATTRS + (Attr("input_shape", "shape"),), infer=_infer_relu_conv2d_input_backward,
+        kernel=_relu_conv2d_input_backward, differentiable=False)  # the runtime's rewrite, after differentiation
 declare("grad.conv2d_weight_backward", ("output_grad", "data"), _CONV_ATTRS + (Attr("weight_shape", "shape"),),
         infer=_infer_conv2d_weight_backward, kernel=_conv2d_weight_backward)
 

@@ -26,7 +26,7 @@ _CHUNK_BYTES = 2 << 20  # the im2col columns of one chunk of samples: about L2-s
 
 _REFERENCE = {name: get_op(name).kernel for name in (
     "nn.conv2d", "grad.conv2d_input_backward", "grad.conv2d_weight_backward", "nn.max_pool2d",
-    "grad.max_pool2d_backward", "grad.relu_max_pool2d_backward")}
+    "grad.max_pool2d_backward", "grad.relu_max_pool2d_backward", "grad.relu_conv2d_input_backward")}
 
 
 def _pad(x, padding, value=0.0):
@@ -126,6 +126,38 @@ def conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, inp
                 rows, columns = _tap(i, j, strides, dilation, out_hw)
                 dx[s:s + b, :, rows, columns] += taps[:, :, i, j]
     return dx[:, :, top:top + h, left:left + w]
+
+
+def relu_conv2d_input_backward(xp, g, weight, data, strides, padding, dilation, groups, input_shape):
+    """grad.relu_conv2d_input_backward: the fast input gradient, then 0 written where data <= 0 (in place: the
+    fast kernel's result is an array of its own), instead of a where's new array."""
+    if not _fast(xp, groups, g, weight):
+        return _REFERENCE["grad.relu_conv2d_input_backward"](xp, g, weight, data, strides, padding, dilation,
+                                                             groups, input_shape)
+    dx = conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, input_shape)
+    bits = _SAME_WIDTH_INT.get(dx.dtype.name)
+    if bits is None or not (dx.flags.c_contiguous and data.flags.c_contiguous):
+        return np.where(data <= 0, np.zeros((), dx.dtype), dx)
+    return _zero_where_nonpositive(dx, data, bits)
+
+
+_SAME_WIDTH_INT = {"float32": np.int32, "float64": np.int64}
+_MASK_CHUNK = 1 << 15  # elements: the mask's scratch stays in L2
+
+
+def _zero_where_nonpositive(dx, data, bits):
+    """dx[data <= 0] = +0.0 in place, branchless (a masked copy branches per element, 2x slower on a relu's
+    random mask): the bits of dx and'ed with 0 where data <= 0, all ones elsewhere (NaN data keeps dx), a chunk
+    at a time."""
+    flat, d, ints = dx.reshape(-1), data.reshape(-1), dx.reshape(-1).view(bits)
+    step = min(flat.size, _MASK_CHUNK)
+    le, mask = np.empty(step, bool), np.empty(step, bits)
+    for s in range(0, flat.size, max(step, 1)):
+        m = min(step, flat.size - s)
+        np.less_equal(d[s:s + m], 0, out=le[:m])
+        np.subtract(le[:m].view(np.int8), 1, out=mask[:m], dtype=bits)  # True -> 0, False -> -1 (all bits)
+        np.bitwise_and(ints[s:s + m], mask[:m], out=ints[s:s + m])
+    return dx
 
 
 def _pool_taps(data, pool_size, strides, padding, dilation, ceil_mode):
@@ -232,6 +264,7 @@ def _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=False):
 provide_kernel("nn.conv2d", conv2d)
 provide_kernel("grad.conv2d_weight_backward", conv2d_weight_backward)
 provide_kernel("grad.conv2d_input_backward", conv2d_input_backward)
+provide_kernel("grad.relu_conv2d_input_backward", relu_conv2d_input_backward)
 provide_kernel("nn.max_pool2d", max_pool2d)
 provide_kernel("grad.max_pool2d_backward", max_pool2d_backward)
 provide_kernel("grad.relu_max_pool2d_backward", relu_max_pool2d_backward)

@@ -1,4 +1,4 @@
-"""relu's backward after max_pool2d's backward, as one op (NumPy executor only).
+"""relu's backward after max_pool2d's backward (or a convolution's input gradient), as one op (NumPy executor).
 
 `max_pool2d(relu(x))`, the conv blocks of pytorch/examples' mnist and of most CNNs, differentiates into
 `where(less_equal(r, 0), 0, grad.max_pool2d_backward(g, r))` with r = relu(x): relu's rule reads its own
@@ -6,7 +6,10 @@ output, which is the pool's input. `rewrite(fn)` replaces the three bindings by 
 `grad.relu_max_pool2d_backward(g, r)`, whose kernel (ir.runtime.conv_kernels) applies the mask tap by tap
 while it writes the pool's gradient: one pass over the (N, C, H, W) gradient and no bool mask of that size
 instead of the pool's pass, the comparison's and the where's (on mnist's (64, 64, 24, 24) about 5 ms and 1,100
-page faults a step). The values are the same, bit for bit: the op means exactly that where.
+page faults a step). In the same way `where(less_equal(r, 0), 0, grad.conv2d_input_backward(g, w))` (the conv
+after a relu) becomes `grad.relu_conv2d_input_backward(g, w, r)`, whose kernel writes the zeros into the
+convolution's own result instead of a new array. The values are the same, bit for bit: each op means exactly
+that where.
 
 Left as they are: a mask or pool gradient read by another binding or returned, a zero that is not a 0-d +0.0
 of the gradient's dtype, a comparison of another array than the pool's input, dtypes other than float32/64.
@@ -28,9 +31,18 @@ def _zero(e, dtype) -> bool:
             and not np.signbit(e.data))
 
 
+# the gradient op a relu's where may follow -> (the fused op, the fused op's arguments from (its args, data));
+# the max-pool reads the relu's output itself, the convolution only its weight (the where's mask says the rest)
+_FUSED = {
+    "grad.max_pool2d_backward": ("grad.relu_max_pool2d_backward", lambda args, data: args if args[1] is data
+                                 else None),
+    "grad.conv2d_input_backward": ("grad.relu_conv2d_input_backward", lambda args, data: (*args, data)),
+}
+
+
 def _match(call, producer, uses):
-    """((g, data), pool call, interior binding indices) when `call` is where(less_equal(data, 0), 0,
-    grad.max_pool2d_backward(g, data)) with both inner results read only here, else None."""
+    """(fused call, interior binding indices) when `call` is where(less_equal(data, 0), 0, grad) with grad one of
+    _FUSED's ops, both inner results read only here, else None."""
     if not isinstance(call, Call) or call.op != "where" or not isinstance(call.type, TensorType):
         return None
     dtype = call.type.dtype
@@ -38,18 +50,22 @@ def _match(call, producer, uses):
     if dtype not in _FLOATS or not _zero(zero, dtype):
         return None
     found = [producer.get(v) if isinstance(v, Var) and uses.get(v, 0) == 1 else None for v in (mask, grad)]
-    if None in found or found[0][1].op != "less_equal" or found[1][1].op != "grad.max_pool2d_backward":
+    if None in found or found[0][1].op != "less_equal" or found[1][1].op not in _FUSED:
         return None
-    (mi, less), (pi, pool) = found
+    (mi, less), (gi, inner) = found
     data = less.args[0]
-    if not _zero(less.args[1], dtype) or pool.args[1] is not data or pool.type != call.type:
+    if not _zero(less.args[1], dtype) or inner.type != call.type or data.type != call.type:
         return None
-    return (pool.args[0], data), pool, (mi, pi)
+    op, arguments = _FUSED[inner.op]
+    args = arguments(inner.args, data)
+    if args is None:
+        return None
+    return Call(op, tuple(args), dict(inner.attrs), call.type), (mi, gi)
 
 
 def rewrite(fn: Function) -> Function:
-    """`fn` with each relu-then-pool backward as one `grad.relu_max_pool2d_backward` binding; `fn` itself when
-    there is none (it is never modified)."""
+    """`fn` with each relu backward after a max-pool's or a convolution's input gradient as one binding; `fn`
+    itself when there is none (it is never modified)."""
     if len(fn.blocks) != 1:
         return fn
     bindings = fn.bindings
@@ -60,8 +76,7 @@ def rewrite(fn: Function) -> Function:
         found = _match(b.value, producer, uses)
         if found is None:
             continue
-        args, pool, interior = found
-        replace[i] = Call("grad.relu_max_pool2d_backward", args, dict(pool.attrs), b.value.type)
+        replace[i], interior = found
         drop.update(interior)
     if not replace:
         return fn

@@ -149,6 +149,13 @@ def _conv_input_backward(name, g, w, in_shape, stride=1, pad=0, dil=1, groups=1)
                   [g, w], ("grad.conv2d_input_backward",), **_TOL)
 
 
+def _relu_conv_input_backward(name, g, w, r, stride=1, pad=0):
+    attrs = dict(_conv_attrs(r.shape, stride, pad, 1, 1), input_shape=r.shape)
+    return OpCase(name, lambda g, w, r: apply("grad.relu_conv2d_input_backward", [g, w, r], **attrs),
+                  lambda g, w, r: np.where(r <= 0, 0, conv2d_input_backward_ref(g, w, r.shape, stride, pad, 1, 1)),
+                  [g, w, r], ("grad.relu_conv2d_input_backward",), grad=False, **_TOL)  # made after differentiation
+
+
 def _conv_weight_backward(name, g, x, w_shape, stride=1, pad=0, dil=1, groups=1):
     attrs = dict(_conv_attrs(x.shape, stride, pad, dil, groups), weight_shape=w_shape)
     return OpCase(name, lambda g, x: apply("grad.conv2d_weight_backward", [g, x], **attrs),
@@ -175,6 +182,8 @@ CASES = [
                          (2, 3, 7, 6), stride=2, pad=1),
     _conv_input_backward("conv2d_input_backward_groups_dil", rand(1, 4, 5, 5, seed=3), rand(4, 1, 3, 3, seed=1),
                          (1, 2, 7, 7), dil=2, pad=1, groups=2),
+    _relu_conv_input_backward("relu_conv2d_input_backward_stride_pad", rand(2, 4, 4, 3, seed=3),
+                              rand(4, 3, 3, 3, seed=1), np.maximum(rand(2, 3, 7, 6, seed=2), 0), stride=2, pad=1),
     _conv_weight_backward("conv2d_weight_backward_stride_pad", rand(2, 4, 4, 3, seed=3), rand(2, 3, 7, 6),
                           (4, 3, 3, 3), stride=2, pad=1),
     _conv_weight_backward("conv2d_weight_backward_groups_dil", rand(1, 4, 5, 5, seed=3), rand(1, 2, 7, 7),

@@ -237,20 +237,20 @@ def test_relu_max_pool2d_backward_overlapping_windows():
     assert np.array_equal(conv_kernels.relu_max_pool2d_backward(np, g, x, *args), want)
 
 
-def _adjoint(fn, x):
+def _adjoint(fn, *xs):
     import ir
     import tracer
     from autodiff import Gradient
-    mod = tracer.trace(fn, tracer.spec(x.shape, str(x.dtype)))
+    mod = tracer.trace(fn, *(tracer.spec(x.shape, str(x.dtype)) for x in xs))
     return ir, Gradient("main", require_grads=list(mod["main"].params))(mod)
 
 
-def _run_adjoint(ir, mod, x, rewritten):
+def _run_adjoint(ir, mod, x, rewritten, *more):
     ex = ir.Executor(mod)
     ex.specialize_kernels = rewritten  # off: the generic kernels and no rewrite
     compiled = ex["main_adjoint"]
-    compiled(x)
-    return [b.value.op for b in compiled.fn.bindings if hasattr(b.value, "op")], compiled(x)
+    compiled(x, *more)
+    return [b.value.op for b in compiled.fn.bindings if hasattr(b.value, "op")], compiled(x, *more)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -288,3 +288,44 @@ def test_rewrite_leaves_other_patterns():
         before = [b.value.op for b in mod["main_adjoint"].bindings if hasattr(b.value, "op")]
         after = [b.value.op for b in pool_relu.rewrite(mod["main_adjoint"]).bindings if hasattr(b.value, "op")]
         assert "grad.max_pool2d_backward" in before and after == before
+
+
+@pytest.mark.parametrize("stride,pad,groups", [(1, 0, 1), (2, 1, 1), (1, 1, 2)])
+@pytest.mark.parametrize("g_kind", ["finite", "nonfinite"])
+def test_relu_conv2d_input_backward_equals_the_where(stride, pad, groups, g_kind):
+    from ir.ops import conv as conv_ops
+    rng = np.random.default_rng(7)
+    r = _relu_data((2, 4, 9, 9), "nan", rng)
+    w = rng.standard_normal((6, 4 // groups, 3, 3)).astype("float32")
+    ho = (9 + 2 * pad - 3) // stride + 1
+    g = rng.standard_normal((2, 6, ho, ho)).astype("float32")
+    if g_kind == "nonfinite":
+        g.flat[0], g.flat[5] = np.nan, np.inf
+    attrs = ((stride, stride), (pad,) * 4, (1, 1), groups, r.shape)
+    with np.errstate(invalid="ignore"):
+        dx = conv_kernels.conv2d_input_backward(np, g, w, *attrs)
+        want = np.where(r <= 0, np.float32(0), dx)
+        got = conv_kernels.relu_conv2d_input_backward(np, g, w, r, *attrs)
+        ref = conv_ops._relu_conv2d_input_backward(np, g, w, r, *attrs)
+    assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_allclose(ref, want, rtol=1e-5, atol=1e-5)  # the generic kernel: another summation order
+
+
+def test_rewrite_fuses_the_conv_after_a_relu():
+    import tracer
+    from nn import functional as F
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((4, 3, 3, 3)).astype("float32")
+
+    def loss(x, w):
+        return (F.conv2d(tracer.relu(x), w) ** 2).sum()
+    x = rng.standard_normal((2, 3, 8, 8)).astype("float32")
+    ir, mod = _adjoint(loss, x, w)
+    ops, got = _run_adjoint(ir, mod, x, True, w)
+    plain_ops, want = _run_adjoint(ir, mod, x, False, w)
+    assert "grad.relu_conv2d_input_backward" in ops and "where" not in ops
+    assert "grad.relu_conv2d_input_backward" not in plain_ops
+    (gx_got, _), (gx_want, _) = got[1], want[1]
+    np.testing.assert_allclose(gx_got, gx_want, rtol=1e-5, atol=1e-5)  # plain: the generic conv kernels
+    assert np.all(gx_got[x <= 0] == 0) and np.count_nonzero(gx_got)
