@@ -8,6 +8,8 @@ sub-op to float32), one row at a time with the row in cache and no full-size tem
 - `masked_softmax(x, mask)`: softmax over the last axis of `where(mask, fill, x)` (attention's causal mask);
 - `layer_norm_dx(x, gamma, g)`: rstd * (d - mean(d) - xhat * mean(d * xhat)), d = g * gamma, and
   `layer_norm_dgamma(x, g)`: sum over rows of g * xhat (the statistics recomputed from x, as the rule does);
+- `take_backward(data, indices)`: take's VJP over axis 0 (an embedding's gradient), np.add.at's in-order
+  additions as one loop (the same bits, about 10x faster on the GPT's token embedding);
 - `gelu_tanh_vjp(x, g)`: g * d/dx of the tanh GELU, and `gelu_tanh(x)` (the nn.gelu binding itself), both as
   x * sigmoid(2u), which has no cancellation in 1 + tanh(u) for negative x.
 
@@ -49,6 +51,16 @@ def row_dot_scaled(g, gamma, a, mean, rstd):
         sd += d
         sdx += d * ((np.float64(a[j]) - mean) * rstd)
     return sd, sdx
+
+
+@njit(cache=True, error_model="numpy")
+def scatter_add_rows(index, data, out):
+    # np.add.at(out, index, data) over rows, in its order: out[index[i]] += data[i] for i = 0, 1, ... (the same
+    # additions, so the same bits)
+    for i in range(index.shape[0]):
+        r = index[i]
+        for j in range(data.shape[1]):
+            out[r, j] += data[i, j]
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract", "reassoc"})
@@ -187,6 +199,9 @@ def runner(name: str, idx, types, out, params):
     if name == "layer_norm_dgamma":
         return _planned(functools.partial(_dgamma, idx=tuple(idx), n=params["n"], eps=params["eps"], shape=shape,
                                           kernel=_module().layer_norm_dgamma))
+    if name == "take_backward":  # a grad.take_backward binding over axis 0: (data, indices), not a tuple
+        return functools.partial(_take_backward, shape=shape, mode=params["mode"],
+                                 kernel=_module().scatter_add_rows)
     if name == "gelu_tanh":  # an nn.gelu binding: its one array, not a tuple
         return _planned(functools.partial(_gelu, shape=shape, kernel=_kernel("gelu_tanh", size)))
     if name == "gelu_tanh_vjp":
@@ -229,6 +244,15 @@ def _dgamma(xs, idx, n, eps, shape, kernel, out=None):
     if out is None:
         return acc.astype(np.float32).reshape(shape)
     np.copyto(out.reshape(n), acc, casting="same_kind")
+    return out
+
+
+def _take_backward(data, indices, shape, mode, kernel):
+    from ..ops.manipulate import _positions
+
+    index = _positions(np, indices, shape[0], mode, "grad.take_backward", 0).reshape(-1)
+    out = np.zeros(shape, data.dtype)
+    kernel(index, data.reshape(index.size, -1), out.reshape(shape[0], -1))
     return out
 
 

@@ -44,8 +44,9 @@ def specialize(call: Call, xp):
     """A callable of the arrays alone that computes `call` as its kernel would, or None to keep the kernel."""
     if xp is not np:
         return None
-    if call.op in ("fused", "nn.gelu") and numba_hook.ENABLED:  # a backward chain's row kernel, the tanh GELU's
-        # forward as the same x * sigmoid(2u) (ir.runtime.vjp_chains)
+    if call.op in ("fused", "nn.gelu", "grad.take_backward") and numba_hook.ENABLED:
+        # a backward chain's row kernel, the tanh GELU's forward as the same x * sigmoid(2u), the embedding
+        # gradient's scatter-add as one loop (ir.runtime.vjp_chains)
         fast = vjp_chains.kernel(call)
         if fast is not None:
             return fast

@@ -392,7 +392,10 @@ def kernel(call):
 def _load(plan):
     from .numba_vjp import runner
     xs = tuple(np.zeros(t.shape, t.dtype) for t in plan[2])
-    runner(*plan)(*(xs if plan[0] == "gelu_tanh" else (xs,)))
+    runner(*plan)(*(xs if plan[0] in _DIRECT else (xs,)))
+
+
+_DIRECT = ("gelu_tanh", "take_backward")  # kernels of a binding's arrays, not of a fused tuple
 
 
 @functools.lru_cache(maxsize=1024)
@@ -402,14 +405,22 @@ def _tree(expr: str):
 
 
 def _plan(call):
-    """(chain name, input indices, their types, result type, kernel parameters) of a `fused` binding, or of a
-    float32 tanh `nn.gelu` binding (the forward of the same GELU, its one array), or None."""
+    """(chain name, input indices, their types, result type, kernel parameters) of a `fused` binding, of a
+    float32 tanh `nn.gelu` binding (the forward of the same GELU, its one array) or of a `grad.take_backward`
+    over axis 0 (its data and indices), or None."""
+    from . import numba_gen
+
     out = call.type
+    if call.op == "grad.take_backward" and isinstance(out, TensorType) and out.shape:
+        data, indices = (a.type for a in call.args)
+        if (not isinstance(data, TensorType) or not isinstance(indices, TensorType) or call.attrs["axis"] % out.ndim
+                or data.dtype not in ("float32", "float64") or indices.dtype not in ("int32", "int64")
+                or not indices.shape or 0 in out.shape or math.prod(data.shape) < max(numba_gen.MIN_SIZE, 1)):
+            return None
+        return ("take_backward", [0, 1], [data, indices], out, {"mode": call.attrs["mode"]})
     if not isinstance(out, TensorType) or out.dtype != "float32" or len(call.args) != 1:
         return None
     if call.op == "nn.gelu":
-        from . import numba_gen
-
         x = call.args[0].type
         if (call.attrs.get("approximate") != "tanh" or not isinstance(x, TensorType) or x != out or not out.shape
                 or math.prod(out.shape) < numba_gen.MIN_SIZE):

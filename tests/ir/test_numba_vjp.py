@@ -274,3 +274,43 @@ def test_gpt_gradients_against_the_numpy_path(monkeypatch):
     assert abs(float(np.asarray(v1)) - float(np.asarray(v2))) <= 1e-6 * abs(float(np.asarray(v2)))
     for a, b in zip(g1, g2, strict=True):
         assert _error(np.asarray(a), np.asarray(b)) < 1e-4
+
+
+def test_parallel_forms_agree_with_the_serial_ones(monkeypatch):
+    # more than one thread runs the prange kernels (ir.runtime.numba_threads): the same values row for row
+    from ir.runtime import numba_vjp
+
+    cases = ((_ln, [f32(4, 8, 32), f32(32), f32(32)]), (_gelu, [f32(16, 64)]), (_attention, [f32(2, 3, 8, 8)]))
+    for fn, ins in cases:
+        mod = _adjoint(fn, ins)
+        serial, _ = _run(mod, ins)
+        monkeypatch.setattr(numba_vjp, "use_parallel", lambda size: True)
+        parallel, compiled = _run(mod, ins)
+        monkeypatch.undo()
+        monkeypatch.setattr(numba_gen, "MIN_SIZE", 0)
+        assert _chains(compiled)
+        for a, b in zip(serial, parallel, strict=True):
+            assert np.array_equal(a, b, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_take_backward_loop_gives_add_at_bits(dtype):
+    # the embedding gradient: np.add.at's additions in its order, so the same bits (repeats, -0.0, NaN, inf,
+    # negative indices, the wrap and clip modes); an index out of range raises as the kernel does
+    from ir.ops.registry import get_op
+
+    reference = get_op("grad.take_backward").kernel
+    data = RNG.standard_normal((6, 40, 8)).astype(dtype) * RNG.choice([1, 1e-30, 1e30], (6, 40, 8)).astype(dtype)
+    data[0, :5] = -0.0
+    data[1, 2, 3], data[2, 4, 5] = np.nan, np.inf
+    for mode, low, high in (("fast", -10, 10), ("wrap", -30, 30), ("clip", -30, 30)):
+        indices = RNG.integers(low, high, (6, 40))
+        call = tracer.trace(lambda g, i, mode=mode: apply("grad.take_backward", [g, i], shape=(10, 8), axis=0,
+                                                          mode=mode), data, indices)["main"].bindings[-1].value
+        run = vjp_chains.kernel(call)
+        assert run is not None
+        got, want = run(data, indices), reference(np, data, indices, shape=(10, 8), axis=0, mode=mode)
+        assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), want.view(np.uint8)), mode
+    with pytest.raises(IndexError, match="out of range"):
+        vjp_chains.kernel(call.__class__(call.op, call.args, {**call.attrs, "mode": "fast"}, call.type))(
+            data, np.full((6, 40), 10))
