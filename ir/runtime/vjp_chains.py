@@ -2,11 +2,12 @@
 `fused` binding each, run by a numba row kernel (ir.runtime.numba_vjp); NumPy executor, float32, numba only.
 
 The VJP rules emit these as primitive chains (autodiff/rules/nn.py, elementwise.py): the layer norm's input
-gradient is 20 bindings with four row sums, the GELU's 18 full-size products. `rewrite(fn)` finds each chain
-and replaces it by a standard `fused` binding whose `expr` is the chain itself (the op's reference kernel
-evaluates it op by op, so the IR means what it meant; `fused` exprs may name any op), and `kernel(call, types)`,
-asked by ir.runtime.specialize for every `fused` binding, recognises the same chains in an expr and gives the
-numba kernel. The recognised chains:
+gradient is 20 bindings with four row sums, the GELU's 18 full-size products. `rewrite(fn)` (called by the
+executor when it compiles a function) finds each chain and replaces it by a standard `fused` binding whose
+`expr` is the chain itself: the op's reference kernel evaluates it op by op, so the IR means what it meant
+and prints, parses and runs anywhere (`fused` exprs may name any op). `kernel(call)`, asked by
+ir.runtime.specialize for every `fused` binding, recognises the same chains in an expr and gives the numba
+kernel. The recognised chains:
 
 - `y * (g - sum(g * y))` over the last axis (softmax's VJP), optionally inside `where(mask, fill, .)` or
   `where(mask, ., fill)` (attention's masked scores);
@@ -15,9 +16,14 @@ numba kernel. The recognised chains:
   recomputed from x, and its dgamma, `collapse_sum_to(g * xhat)`, over the same trailing axes;
 - `g * (0.5 * (1 + t) + 0.5 * x * ((1 - t * t) * dinner))`, the tanh GELU's VJP.
 
+`kernel(call)` also gives numba kernels for two plain bindings: a float32 tanh `nn.gelu` (the same GELU as
+its VJP kernel) and `grad.take_backward` over axis 0 (the embedding gradient, np.add.at's bits).
+
 A mask is a bool tensor of the full shape or a tile of the trailing axes (a causal (T, T) mask). Left as
 they are: float64 (NumPy's exp is exact to the last bit), other dtypes, arrays below numba_gen.MIN_SIZE,
-broadcast operands other than gamma and the mask, and chains whose intermediates are read elsewhere.
+broadcast operands other than gamma and the mask, and chains whose intermediates are read elsewhere. While
+numba loads in the background (ir.runtime.numba_hook's tiers) the chains stay and their kernels are
+prepared; the executor makes the function again once numba is ready.
 """
 from __future__ import annotations
 
@@ -203,6 +209,8 @@ def check(name: str, env: dict, types: dict, out: TensorType) -> dict | None:
     if any(t.dtype != "float32" for t in floats):
         return None
     if name.startswith(("softmax_vjp", "masked_softmax")):
+        if env.get("_k", 1) != 1:  # the kernel sums rows of the last axis only
+            return None
         full = [types[n] for n in ("y", "g", "x") if n in types]
         if any(t.shape != out.shape for t in full) or math.prod(out.shape) < numba_gen.MIN_SIZE:
             return None
