@@ -139,8 +139,14 @@ class _Tree:
 
     @staticmethod
     def same(a, b):
-        return a is b or (not isinstance(a, Leaf) and not isinstance(b, Leaf) and a.text() == b.text()) \
-            or (isinstance(a, Leaf) and isinstance(b, Leaf) and a.index == b.index)
+        if isinstance(a, Leaf) or isinstance(b, Leaf):
+            return isinstance(a, Leaf) and isinstance(b, Leaf) and a.index == b.index
+        return a is b or _node_text(a) == _node_text(b)
+
+
+@functools.lru_cache(maxsize=4096)
+def _node_text(node) -> str:
+    return node.text()
 
 
 def match(pattern, e, graph, env=None):
@@ -285,6 +291,8 @@ def rewrite(fn: Function) -> Function:
         if i in taken or not isinstance(b.value, Call) or not isinstance(b.var.type, TensorType):
             continue
         for name, pattern in PATTERNS:
+            if pattern[0] != b.value.op:
+                continue
             found = _rewrite_one(name, pattern, b, graph, bindings, uses, users)
             if found is not None:
                 for j, call in found[0].items():
@@ -370,15 +378,20 @@ def _fused(name, env, root, graph):
     return Call("fused", (Tuple(fields),), {"expr": expr}, root.var.type)
 
 
-def _text(e, graph, index) -> str:
-    """The expr text of the matched chain at e, in the IR's operand order."""
+def _text(e, graph, index, memo=None) -> str:
+    """The expr text of the matched chain at e, in the IR's operand order (a value read twice is written twice:
+    an expr is a tree)."""
+    memo = {} if memo is None else memo
     if id(e) in index:
         return Leaf(index[id(e)]).text()
     if isinstance(e, Constant):
         return Const(float(e.data), str(e.data.dtype)).text()
-    call = graph.producer[e][1]
-    parts = [_text(a, graph, index) for a in call.args] + [f"{k}={v!r}" for k, v in graph.attrs(e).items()]
-    return f"{call.op}({', '.join(parts)})"
+    text = memo.get(e)
+    if text is None:
+        call = graph.producer[e][1]
+        parts = [_text(a, graph, index, memo) for a in call.args] + [f"{k}={v!r}" for k, v in graph.attrs(e).items()]
+        text = memo[e] = f"{call.op}({', '.join(parts)})"
+    return text
 
 
 # ---------------------------------------------------------------- the kernel for a fused binding
