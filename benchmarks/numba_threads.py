@@ -2,6 +2,8 @@
 than the serial loop? (issue 23 item 5; the repro behind ir.runtime.numba_gen's thread rule.)
 
     python -m benchmarks.numba_threads            # every configuration, each in its own process, interleaved
+    OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 NUMBA_NUM_THREADS=2 OPENBLAS_THREAD_TIMEOUT=4 \
+        python -m benchmarks.numba_threads --forms  # serial vs prange kernel forms by size (PARALLEL_SIZE)
 
 Each worker alternates one (1024, 128) @ (128, 512) float32 GEMM with one GELU-like elementwise loop over
 its (1024, 512) output, serial or prange, and prints the median time of a round of 20 pairs. The rows are
@@ -29,6 +31,12 @@ CONFIGS = [  # (label, environment, loop); numba's default layer here is omp (no
     ("2, prange wq, blas timeout 4", {"NUMBA_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2",
                                       "NUMBA_THREADING_LAYER": "workqueue", "OPENBLAS_THREAD_TIMEOUT": "4"},
      "prange"),
+    ("2, prange omp spin 20k, blas 4", {"NUMBA_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2",
+                                        "NUMBA_THREADING_LAYER": "omp", "GOMP_SPINCOUNT": "20000",
+                                        "OPENBLAS_THREAD_TIMEOUT": "4"}, "prange"),
+    ("2, prange omp passive, blas 4", {"NUMBA_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2",
+                                       "NUMBA_THREADING_LAYER": "omp", "OMP_WAIT_POLICY": "passive",
+                                       "OPENBLAS_THREAD_TIMEOUT": "4"}, "prange"),
 ]
 
 
@@ -45,9 +53,10 @@ def worker(loop: str, rounds: int) -> None:
 
     fn = njit(parallel=loop == "prange")(body)  # without parallel=True, prange is range
     rng = np.random.default_rng(0)
+    cols = int(os.environ.get("BENCH_COLS", "512"))  # the loop's output is (1024, cols)
     a = rng.standard_normal((1024, 128), dtype=np.float32)
-    b = rng.standard_normal((128, 512), dtype=np.float32)
-    out = np.empty((1024, 512), np.float32)
+    b = rng.standard_normal((128, cols), dtype=np.float32)
+    out = np.empty((1024, cols), np.float32)
     fn(a @ b, out)
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
@@ -63,7 +72,7 @@ def worker(loop: str, rounds: int) -> None:
         print(json.dumps({"gemm": t_gemm, "loop": t_loop}), flush=True)
 
 
-def main(rounds: int = 15, pairs: int = 20) -> None:
+def main(rounds: int = 15, pairs: int = 20) -> None:  # BENCH_COLS=128: the loop over (1024, 128)
     """Start one worker per configuration, ask them in turn `rounds` times, print medians per pair (us)."""
     procs = []
     for label, extra, loop in CONFIGS:
@@ -78,19 +87,56 @@ def main(rounds: int = 15, pairs: int = 20) -> None:
             p.stdin.write(f"{pairs}\n")
             p.stdin.flush()
             rows.append(json.loads(p.stdout.readline()))
-    print(f"load average {os.getloadavg()[0]:.1f}; median us per pair over {rounds} rounds of {pairs}")
-    print(f"{'':30} {'gemm':>8} {'loop':>8} {'total':>8}")
+    print(f"load average {os.getloadavg()[0]:.1f}; us per pair over {rounds} rounds of {pairs}: median (min)")
+    print(f"{'':32} {'gemm':>12} {'loop':>12} {'total':>12}")
     for label, p, rows in procs:
         p.stdin.close()
         p.wait()
-        g = statistics.median(r["gemm"] for r in rows) / pairs * 1e6
-        e = statistics.median(r["loop"] for r in rows) / pairs * 1e6
-        t = statistics.median(r["gemm"] + r["loop"] for r in rows) / pairs * 1e6
-        print(f"{label:30} {g:>8.0f} {e:>8.0f} {t:>8.0f}")
+        cells = []
+        for part in (lambda r: r["gemm"], lambda r: r["loop"], lambda r: r["gemm"] + r["loop"]):
+            v = [part(r) / pairs * 1e6 for r in rows]
+            cells.append(f"{statistics.median(v):>6.0f} ({min(v):>4.0f})")
+        print(f"{label:32} {' '.join(cells)}")
+
+
+def forms(reps: int = 400) -> None:
+    """ir.runtime's serial and prange kernel forms (layer_norm, softmax rows, a tanh-GELU chain) over sizes,
+    each call after a (1024, 128) @ (128, 512) GEMM as in a step, at this process's thread count: the measure
+    behind ir.runtime.numba_threads.PARALLEL_SIZE. Prints best and median microseconds and the prange gain."""
+    import numpy as np
+
+    from ir.ops.fused import Leaf, Node
+    from ir.runtime import numba_composite, numba_gen, numba_threads
+    print(f"load average {os.getloadavg()[0]:.1f}; {numba_threads.threads()} thread(s); us best/median of {reps}")
+    rows = numba_composite._module()
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((1024, 128), dtype=np.float32)
+    b = rng.standard_normal((128, 512), dtype=np.float32)
+    gelu = Node("nn.gelu", (Leaf(0),), {"approximate": "tanh"}).text()
+    for shape in ((512, 128), (1024, 128), (2048, 128), (1024, 512), (2048, 512)):
+        x = rng.standard_normal(shape, dtype=np.float32)
+        out, ones, zeros = np.empty_like(x), np.ones(shape[1], np.float32), np.zeros(shape[1], np.float32)
+        chain = sys.modules[numba_gen.chain_runner(gelu, ((shape, x.dtype),)).keywords["kernel"].py_func.__module__]
+        for name, serial, parallel, args in (
+                ("layer_norm", rows.layer_norm_serial, rows.layer_norm_parallel, (x, ones, zeros, 1e-5, out)),
+                ("softmax", rows.softmax_serial, rows.softmax_parallel, (x, out, False)),
+                ("gelu", chain.serial, chain.parallel, (x, out))):
+            times: tuple[list, list] = ([], [])
+            for _ in range(reps):
+                for fn, acc in ((serial, times[0]), (parallel, times[1])):
+                    a @ b
+                    t = time.perf_counter()
+                    fn(*args)
+                    acc.append((time.perf_counter() - t) * 1e6)
+            (s_min, s_med), (p_min, p_med) = ((min(v), statistics.median(v)) for v in times)
+            print(f"{name:10} {x.size:>8} serial {s_min:6.0f}/{s_med:6.0f}  prange {p_min:6.0f}/{p_med:6.0f}  "
+                  f"gain best {s_min / p_min:.2f} median {s_med / p_med:.2f}")
 
 
 if __name__ == "__main__":
     if "--worker" in sys.argv:
         worker(sys.argv[sys.argv.index("--worker") + 1], 0)
+    elif "--forms" in sys.argv:
+        forms()
     else:
         main()

@@ -18,7 +18,13 @@ import functools
 import os
 import sys
 
-PARALLEL_SIZE = 1 << 15  # from here, with more than one thread, the prange loop runs
+# from here, with more than one thread, the prange loop runs. `python -m benchmarks.numba_threads --forms` on
+# 2 threads (layer_norm, softmax, a GELU chain, each after a GEMM; 4 runs on the shared 2-core machine): at
+# 65536 elements the prange form is slower at the median in every run (0.57-0.84x) and at best 0.7-1.3x, at
+# 131072 best 0.8-1.8x, median 0.7-1.3x; from 262144 softmax and GELU are at best 1.5-1.7x faster in every run
+# (layer_norm, cheaper per element, 0.9-1.5x). Waking the second thread costs tens of us; it pays for a
+# kernel of a few hundred us of serial work
+PARALLEL_SIZE = 1 << 18
 _BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 

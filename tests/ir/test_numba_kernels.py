@@ -154,7 +154,7 @@ def test_into_writes_the_dying_input_and_parallel_form_agrees():
 
 def test_thread_count_follows_blas_and_one_thread_runs_serial_kernels():
     code = ("import os, numba, numpy as np; from ir.runtime import numba_gen as g, numba_threads as t;"
-            "x = np.ones((256, 256), np.float32); run = g.chain_runner('exp(x0)', g.signature((x,)));"
+            "x = np.ones((512, 512), np.float32); run = g.chain_runner('exp(x0)', g.signature((x,)));"
             "print(t.threads(), run.keywords['kernel'].py_func.__name__, numba.config.NUMBA_NUM_THREADS,"
             "'OMP_WAIT_POLICY' in os.environ)")
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "OMP_", "OPENBLAS_", "MKL_", "GOMP_"))}
