@@ -317,7 +317,7 @@ class _Gen:
         src = self.elem(x, x.shape, body, ind)
         self.line("\n".join([*heads, *body, f"{ind}{self.out_text(acc, out_index)} += f64({src})"]), x, acc)
         n = max(math.prod(out_shape), 1)
-        fa, fo = self.local("f"), self.local("f")
+        fa, fo = self.local("flat"), self.local("flat")
         self.line(f"    {fa} = {acc.name}.reshape({n})\n    {fo} = {out.name}.reshape({n})\n"
                   f"    for j in range({n}):\n        {fo}[j] = {t}({fa}[j]{scale})", acc, out)
         return out
