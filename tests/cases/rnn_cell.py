@@ -39,4 +39,6 @@ CASES = [
            [rand(3, 8, dtype="float64", low=-3, high=3), rand(3, 2, dtype="float64"), rand(3, 2, dtype="float64"),
             rand(3, 2, dtype="float64", seed=1)], ("grad.lstm_cell_backward",), rtol=1e-12,
            atol=1e-12),
+    OpCase("transpose_copy", lambda w: apply("layout.transpose_copy", [w]), lambda w: w.T, [rand(3, 5)],
+           ("layout.transpose_copy",), grad=False),  # made by ir.runtime.weight_layout after differentiation
 ]

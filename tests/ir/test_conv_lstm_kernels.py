@@ -329,3 +329,61 @@ def test_rewrite_fuses_the_conv_after_a_relu():
     (gx_got, _), (gx_want, _) = got[1], want[1]
     np.testing.assert_allclose(gx_got, gx_want, rtol=1e-5, atol=1e-5)  # plain: the generic conv kernels
     assert np.all(gx_got[x <= 0] == 0) and np.count_nonzero(gx_got)
+
+
+# ---------------------------------------------------------------- an RNN's W_hh^T copied once (weight_layout)
+
+
+def _compiled_step(step):
+    import gc
+
+    from ir.runtime.executor import CompiledFunction
+    return [o for o in gc.get_referrers(step) if isinstance(o, CompiledFunction)]
+
+
+def test_transpose_copy_kernel():
+    from ir.ops import rnn_cell
+    w = np.random.default_rng(9).standard_normal((5, 7)).astype("float32")
+    t = rnn_cell._transpose_copy(np, w)
+    assert t.flags.c_contiguous and np.array_equal(t, w.T) and not np.shares_memory(t, w)
+
+
+def _ops_of(vg):
+    return [b.value.op for b in vg.last.step.fn.bindings if hasattr(b.value, "op")]
+
+
+def test_rewrite_copies_the_recurrent_weight_once(monkeypatch):
+    import autodiff
+    import nn
+    import tracer
+    from ir.runtime import weight_layout
+    lstm = nn.LSTM(4, 8, 2)
+    x = tracer.tensor(np.random.default_rng(10).standard_normal((6, 3, 4)).astype("float32"))
+    params = list(lstm.parameters())
+    copied = autodiff.value_and_grad(lambda x: (lstm(x)[0] ** 2).sum(), wrt=params)
+    got = [copied(x) for _ in range(2)][-1]  # the second call runs the generated function
+    monkeypatch.setattr(weight_layout, "rewrite", lambda fn: fn)
+    plain = autodiff.value_and_grad(lambda x: (lstm(x)[0] * lstm(x)[0]).sum(), wrt=params)
+    want = [plain(x) for _ in range(2)][-1]
+    assert _ops_of(copied).count("layout.transpose_copy") == 2  # W_hh^T of each layer, read by the 6 steps
+    assert "layout.transpose_copy" not in _ops_of(plain)
+    np.testing.assert_allclose(float(got[0]), float(want[0]), rtol=1e-6)
+    for a, b in zip(got[1], want[1], strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+def test_rewrite_leaves_a_weight_read_once_or_otherwise():
+    import tracer
+    from ir.runtime import weight_layout
+    x, w = np.ones((3, 4), "float32"), np.ones((6, 4), "float32")
+    for fn in (lambda x, w: tracer.matmul(x, tracer.permute_dims(w, [1, 0])).sum(),  # read once
+               lambda x, w: _twice_and_summed(x, tracer.permute_dims(w, [1, 0]))):  # also read by a sum
+        _, mod = _adjoint(fn, x, w)
+        for name in ("main", "main_adjoint"):
+            ops = [b.value.op for b in weight_layout.rewrite(mod[name]).bindings if hasattr(b.value, "op")]
+            assert "layout.transpose_copy" not in ops
+
+
+def _twice_and_summed(x, wt):
+    import tracer
+    return (tracer.matmul(x, wt) + tracer.matmul(x * 2.0, wt)).sum() + wt.sum()
