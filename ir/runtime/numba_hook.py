@@ -34,6 +34,7 @@ import math
 import os
 import sys
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -42,6 +43,9 @@ from ..ops.fused import Leaf, Node
 from ..types import TensorType
 
 SWITCH_INTERVAL = 5e-5  # s between GIL hand-overs while numba loads in the background (Python default: 5 ms)
+# the thread sleeps this long before the import: a call that asked near its end (an optimizer's first step
+# asks for SGD's loop) finishes alone
+START_DELAY = 0.05
 
 
 def _mode() -> str:
@@ -124,6 +128,7 @@ def start() -> None:
 
 
 def _background() -> None:
+    time.sleep(START_DELAY)
     old = sys.getswitchinterval()
     sys.setswitchinterval(min(old, SWITCH_INTERVAL))
     try:
