@@ -114,6 +114,9 @@ def conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, inp
     h, w = input_shape[2:]
     dx = np.zeros((n, c, h + top + bottom, w + left + right), dtype)
     wt = np.ascontiguousarray(weight.reshape(o, k).T, dtype=dtype)
+    if tuple(strides) == (1, 1) and tuple(dilation) == (1, 1) and n and c and np.isfinite(wt).all():
+        _col2im_wide(dx, wt, g, tuple(kernel))
+        return dx[:, :, top:top + h, left:left + w]
     gmat = g.reshape(n, o, hw)
     step = _chunk(c, kernel, out_hw, dx.itemsize)
     dcols = np.empty((min(step, n), k, hw), dtype)
@@ -126,6 +129,33 @@ def conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, inp
                 rows, columns = _tap(i, j, strides, dilation, out_hw)
                 dx[s:s + b, :, rows, columns] += taps[:, :, i, j]
     return dx[:, :, top:top + h, left:left + w]
+
+
+def _col2im_wide(dx, wt, g, kernel):
+    """dx (N, C, Hp, Wp) += every tap's columns, for stride 1 and no dilation, on the input's row width: g is
+    widened with zero columns to (Ho, Wp), so W^T @ g gives each tap's columns as rows of Ho * Wp and tap (i, j)
+    lands on the flat plane shifted by i * Wp + j: one add of (B * C, (Ho - 1) * Wp + Wo) per tap, long
+    contiguous rows, instead of (B, C, Ho, Wo) strided adds (9 -> about 1.5 ms a batch on mnist's 32x26x26; the
+    GEMM grows by Wp / Wo). The widened columns hold W^T @ 0 = 0 for a finite W (the caller's condition: an inf
+    weight would make them NaN); NaN or inf in g stay in their own columns, as in the general path."""
+    n, o, ho, wo = g.shape
+    c, hp, wp = dx.shape[1:]
+    (kh, kw), k = kernel, wt.shape[0]
+    length = (ho - 1) * wp + wo  # the last row's zero columns would run past the plane
+    step = _chunk(c, kernel, (ho, wp), dx.itemsize)
+    wide = np.zeros((min(step, n), o, ho, wp), dx.dtype)
+    dcols = np.empty((min(step, n), k, ho * wp), dx.dtype)
+    planes = dx.reshape(n * c, hp * wp)
+    for s in range(0, n, step):
+        b = min(step, n - s)
+        wide[:b, :, :, :wo] = g[s:s + b]
+        np.matmul(wt, wide[:b].reshape(b, o, ho * wp), out=dcols[:b])
+        taps = dcols[:b].reshape(b, c, kh, kw, ho * wp)
+        rows = planes[s * c:(s + b) * c]
+        for i in range(kh):
+            for j in range(kw):
+                at = rows[:, i * wp + j:i * wp + j + length]
+                np.add(at, taps[:, :, i, j, :length].reshape(b * c, length), out=at)
 
 
 def relu_conv2d_input_backward(xp, g, weight, data, strides, padding, dilation, groups, input_shape):

@@ -387,3 +387,33 @@ def test_rewrite_leaves_a_weight_read_once_or_otherwise():
 def _twice_and_summed(x, wt):
     import tracer
     return (tracer.matmul(x, wt) + tracer.matmul(x * 2.0, wt)).sum() + wt.sum()
+
+
+# ---------------------------------------------------------------- conv input gradient on the input's row width
+
+
+@pytest.mark.parametrize("shape,o,kernel,padding", [((4, 32, 26, 26), 64, (3, 3), (0, 0, 0, 0)),
+                                                    ((2, 3, 7, 6), 4, (3, 3), (1, 1, 1, 1)),
+                                                    ((3, 2, 5, 8), 5, (2, 2), (1, 0, 2, 1)),
+                                                    ((2, 4, 6, 6), 3, (2, 3), (0, 0, 0, 0)),
+                                                    ((1, 1, 4, 4), 2, (1, 1), (0, 0, 0, 0))])
+@pytest.mark.parametrize("special", ["none", "nan_g", "inf_w"])
+def test_conv_input_backward_wide_rows(shape, o, kernel, padding, special):
+    from ir.ops import conv as conv_ops
+    rng = np.random.default_rng(11)
+    n, c, h, w = shape
+    ho, wo = h + padding[0] + padding[2] - kernel[0] + 1, w + padding[1] + padding[3] - kernel[1] + 1
+    weight = rng.standard_normal((o, c) + kernel).astype("float32")
+    g = rng.standard_normal((n, o, ho, wo)).astype("float32")
+    if special == "nan_g":
+        g[0, 0, 0, -1] = np.nan  # the last column: its neighbours in the widened row must stay finite
+    elif special == "inf_w":
+        weight[0, 0, 0, 0] = np.inf  # inf * 0 in widened columns would be NaN: the general path runs
+    args = ((1, 1), padding, (1, 1), 1, shape)
+    with np.errstate(invalid="ignore"):
+        got = conv_kernels.conv2d_input_backward(np, g, weight, *args)
+        want = conv_ops._conv2d_input_backward(np, g.astype("float64"), weight.astype("float64"), *args)
+    assert got.shape == shape and got.dtype == np.float32
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(np.isinf(got), np.isinf(want))
+    ok = np.isfinite(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-5, atol=1e-4)  # float32 sums of up to 576 products
