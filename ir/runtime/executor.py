@@ -119,6 +119,7 @@ class CompiledFunction:
                 fn = vjp_chains.rewrite(fn)
         self.name, self.xp, self.stats, self.fn = name, xp, stats, fn
         self.check_types = check_types
+        self.specialize_kernels = specialize_kernels  # False: generic kernels only, no numba program either
         # observer(values, mem): called once the arguments are held, then after each instruction's result
         # is held (before its frees); ir.memory_profile sets it, so ordinary calls pay one None check.
         self.observer = None

@@ -85,7 +85,8 @@ def attach(compiled, python_source, ns, name):
     true, and the executor's re-make of this function (its tiers) installs it at once."""
     python = ns[name]
     compiled.program = None
-    if not ENABLED or compiled.xp is not np or compiled.check_types or not numba_hook.ENABLED:
+    if not ENABLED or compiled.xp is not np or compiled.check_types or not numba_hook.ENABLED \
+            or not getattr(compiled, "specialize_kernels", True):
         return python_source, python
     try:
         text, arrays, own = source(compiled.fn, compiled.name)

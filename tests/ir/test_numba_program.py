@@ -400,3 +400,12 @@ def test_case_table_as_numpy(case):
         for g, w in zip(got, want, strict=True):
             assert g.dtype == w.dtype and g.shape == w.shape
             assert _error(g, w) <= tol, (case.name, adjoint)
+
+
+def test_generic_kernels_switch_keeps_the_per_op_path():
+    x = _r(3, 4)
+    ex = ir.Executor(tracer.trace(lambda a: tracer.exp(a) * 2.0, x))
+    ex.specialize_kernels = False  # every op through its generic kernel: a reference path, no program
+    fn = ex["main"]
+    np.testing.assert_allclose(_calls(fn, [x]), np.exp(x) * 2.0, rtol=1e-15)
+    assert fn.program is None
