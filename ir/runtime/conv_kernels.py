@@ -21,6 +21,7 @@ import numpy as np
 from ..ops import conv as _conv_ops  # noqa: F401  (declares the conv and pool ops: their reference kernels)
 from ..ops.pool import _geometry
 from ..ops.registry import get_op, provide_kernel
+from . import numba_conv
 
 _CHUNK_BYTES = 2 << 20  # the im2col columns of one chunk of samples: about L2-sized
 
@@ -44,6 +45,8 @@ def _tap(i, j, strides, dilation, out_hw):
 
 def _fill_columns(cols, xpad, kernel, strides, dilation, out_hw):
     """cols (B, C, kh, kw, Ho, Wo) <- every tap's strided slice of xpad (B, C, Hp, Wp)."""
+    if numba_conv.fill(cols, xpad, strides, dilation):  # one loop nest where numba is loaded, the same values
+        return
     for i in range(kernel[0]):
         for j in range(kernel[1]):
             rows, columns = _tap(i, j, strides, dilation, out_hw)
@@ -114,7 +117,8 @@ def conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, inp
     h, w = input_shape[2:]
     dx = np.zeros((n, c, h + top + bottom, w + left + right), dtype)
     wt = np.ascontiguousarray(weight.reshape(o, k).T, dtype=dtype)
-    if tuple(strides) == (1, 1) and tuple(dilation) == (1, 1) and n and c and np.isfinite(wt).all():
+    if (tuple(strides) == (1, 1) and tuple(dilation) == (1, 1) and n and c and not numba_conv.usable(dtype)
+            and np.isfinite(wt).all()):
         _col2im_wide(dx, wt, g, tuple(kernel))
         return dx[:, :, top:top + h, left:left + w]
     gmat = g.reshape(n, o, hw)
@@ -124,6 +128,8 @@ def conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, inp
         b = min(step, n - s)
         np.matmul(wt, gmat[s:s + b], out=dcols[:b])
         taps = dcols[:b].reshape((b, c) + tuple(kernel) + tuple(out_hw))
+        if numba_conv.add_back(dx[s:s + b], taps, strides, dilation):
+            continue
         for i in range(kernel[0]):
             for j in range(kernel[1]):
                 rows, columns = _tap(i, j, strides, dilation, out_hw)

@@ -417,3 +417,36 @@ def test_conv_input_backward_wide_rows(shape, o, kernel, padding, special):
     assert np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(np.isinf(got), np.isinf(want))
     ok = np.isfinite(want)
     np.testing.assert_allclose(got[ok], want[ok], rtol=1e-5, atol=1e-4)  # float32 sums of up to 576 products
+
+
+# ---------------------------------------------------------------- im2col / col2im as numba loops
+
+
+@pytest.mark.parametrize("shape,o,kernel,strides,padding,dilation", [
+    ((4, 32, 26, 26), 64, (3, 3), (1, 1), (0, 0, 0, 0), (1, 1)),
+    ((3, 1, 28, 28), 8, (3, 3), (1, 1), (0, 0, 0, 0), (1, 1)),
+    ((2, 3, 9, 8), 4, (3, 2), (2, 1), (1, 0, 2, 1), (1, 1)),
+    ((2, 2, 11, 11), 3, (3, 3), (2, 2), (1, 1, 1, 1), (2, 2)),
+])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_numba_columns_give_numpys_bits(monkeypatch, shape, o, kernel, strides, padding, dilation, dtype):
+    pytest.importorskip("numba")
+    from ir.runtime import numba_conv, numba_hook
+    if not numba_conv.usable(dtype) and not numba_hook.wait(120):
+        pytest.skip("numba kernels switched off (TRACEGRAD_KERNELS=numpy)")
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal(shape).astype(dtype)
+    w = rng.standard_normal((o, shape[1]) + kernel).astype(dtype)
+    attrs = (strides, padding, dilation, 1)
+
+    def run():
+        y = conv_kernels.conv2d(np, x, w, *attrs)
+        g = np.cos(y).astype(dtype)
+        return (y, conv_kernels.conv2d_weight_backward(np, g, x, *attrs, w.shape),
+                conv_kernels.conv2d_input_backward(np, g, w, *attrs, x.shape))
+    assert numba_conv.usable(dtype)
+    fast = run()
+    monkeypatch.setattr(numba_conv, "usable", lambda dtype: False)
+    plain = run()
+    for a, b in zip(fast, plain, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
