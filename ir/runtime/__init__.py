@@ -7,6 +7,7 @@ kernels for ops the IR declares with reference ones (`fused`).
 from . import (
     conv_kernels,  # noqa: F401  (installs im2col-chunked conv2d and sliced max_pool2d kernels)
     fused_cpu,  # noqa: F401  (installs the fused op's NumPy/CuPy kernel)
+    numba_dropout,  # noqa: F401  (installs dropout's numba loop when the fast extra is there)
     numba_rnn,  # noqa: F401  (installs the LSTM cell's numba loops, float32, when the fast extra is there)
 )
 from .executor import Executor, Stats

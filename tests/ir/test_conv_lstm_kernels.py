@@ -450,3 +450,25 @@ def test_numba_columns_give_numpys_bits(monkeypatch, shape, o, kernel, strides, 
     plain = run()
     for a, b in zip(fast, plain, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+# ---------------------------------------------------------------- dropout as one numba loop
+
+
+@pytest.mark.parametrize("shape", [(64, 64, 12, 12), (20000,), (35, 20, 200)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_numba_dropout_gives_the_ops_bits(shape, dtype):
+    pytest.importorskip("numba")
+    from ir.runtime import numba_dropout, numba_hook
+    if not numba_hook.ENABLED or not (numba_hook.ready() or numba_hook.wait(120)):
+        pytest.skip("numba kernels switched off (TRACEGRAD_KERNELS=numpy)")
+    assert np.prod(shape) >= numba_dropout.MIN_SIZE
+    x = np.random.default_rng(13).standard_normal(shape).astype(dtype)
+    x.flat[:4] = np.inf, np.nan, -2.0, np.finfo(dtype).max
+    for seed in (3, 2**40 + 1, -7):
+        for rate in (0.25, 0.5, 1e-9, 0.999999):
+            with np.errstate(all="ignore"):
+                got = numba_dropout.dropout(np, x, np.int64(seed), rate)
+                want = _dropout_by_definition(x, seed, rate)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert np.array_equal(got, want, equal_nan=True) and np.array_equal(np.signbit(got), np.signbit(want))
