@@ -59,20 +59,9 @@ def refusal(fn) -> str | None:
     """Why IR function `fn` does not qualify for a program (None: it does)."""
     try:
         source(fn)
-    except Unsupported as e:
-        return str(e)
+    except (Unsupported, KeyError, TypeError) as e:
+        return str(e) or type(e).__name__
     return None
-
-
-def build(compiled):
-    """The Program of `compiled`, or None when it has something the generator does not emit."""
-    if compiled.xp is not np:
-        return None
-    try:
-        text, arrays, own = source(compiled.fn, compiled.name)
-    except (Unsupported, KeyError, TypeError):
-        return None
-    return Program(text, arrays, own)
 
 
 def attach(compiled, python_source, ns, name):
@@ -199,4 +188,4 @@ def peak_bytes(compiled, args, counted: int) -> int:
     return mem.live + program.own_peak
 
 
-__all__ = ["ENABLED", "HOT_CALLS", "MAX_SIZE", "Program", "attach", "build", "peak_bytes", "refusal", "source"]
+__all__ = ["ENABLED", "HOT_CALLS", "MAX_SIZE", "Program", "attach", "peak_bytes", "refusal", "source"]
