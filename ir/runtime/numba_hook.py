@@ -121,8 +121,14 @@ def start() -> None:
     global _thread
     if _thread is not None or not ENABLED or SYNC or loaded or failed is not None:
         return
+    # A fork waits for the load (_join_before_fork). Fork handlers run newest first, so this one is registered
+    # here, after logging's (numba's import needs logging's lock, which logging's handler holds across a fork;
+    # imported by the load while a fork waited, logging's after-fork handler would release a lock never taken)
+    import logging  # noqa: F401
     with _lock:
         if _thread is None:
+            if hasattr(os, "register_at_fork"):
+                os.register_at_fork(before=_join_before_fork)
             _thread = threading.Thread(target=_background, name="tracegrad-numba-load", daemon=True)
             _thread.start()
 
@@ -169,9 +175,6 @@ def _join_before_fork() -> None:
     if thread is not None and thread.is_alive() and thread is not threading.current_thread():
         thread.join()
 
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_join_before_fork)
 
 
 def _runner(expr, xs):

@@ -173,3 +173,32 @@ def test_small_functions_are_not_tiered(monkeypatch):
     step = autodiff.value_and_grad(lambda x: tracer.softmax(x @ w, axis=-1).sum(), wrt=[w])
     step(np.ones((2, 4), "float32"))
     assert numba_hook.waits == waits and step.last.step._tiered is False
+
+
+_FORK = textwrap.dedent("""
+    import multiprocessing as mp
+    from ir.runtime import numba_hook
+    def child(q):
+        q.put(numba_hook.ready())
+    if __name__ == "__main__":
+        assert numba_hook.ready() is False  # the load starts
+        ctx = mp.get_context("fork")
+        q = ctx.Queue()
+        p = ctx.Process(target=child, args=(q,))
+        p.start()  # waits for the load: the child never sees a half-imported numba
+        print("CHILD", q.get(timeout=120), numba_hook.loaded)
+        p.join()
+""")
+
+
+def test_a_fork_during_the_load_waits_for_it():
+    pytest.importorskip("numba")
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork")
+    env = {k: v for k, v in os.environ.items() if k != "TRACEGRAD_KERNELS"}
+    env["PYTHONPATH"] = str(ROOT)
+    out = subprocess.run([sys.executable, "-c", _FORK], env=env, cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "CHILD True True" in out.stdout
+    assert "Exception ignored" not in out.stderr  # no fork handler released a lock it never took
