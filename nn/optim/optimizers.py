@@ -167,6 +167,14 @@ class Optimizer(ABC):
         if _anomaly.enabled:  # autodiff.detect_anomaly: a NaN gradient names its parameter
             check_optimizer(self, arrays, "gradient")
         self.step_count += 1
+        if not self._update_all(arrays):  # one call for every parameter (SGD's numba form), or each in turn
+            self._update_each(arrays)
+        if _anomaly.enabled:
+            check_optimizer(self, [None if g is None else p._data for p, g in zip(self.params, arrays, strict=True)],
+                            "parameter")
+        return loss
+
+    def _update_each(self, arrays: list) -> None:
         groups, group_of, skipped, update = self.param_groups, self._group_of, self.skipped, self._update
         for i, (p, g, state) in enumerate(zip(self.params, arrays, self.state, strict=True)):
             if g is None:
@@ -178,10 +186,11 @@ class Optimizer(ABC):
                     if hasattr(v, "shape") and type(v) is not type(data):
                         state[k] = as_array(v, data)
             update(data, g, state, self.step_count - skipped[i], groups[group_of[i]])
-        if _anomaly.enabled:
-            check_optimizer(self, [None if g is None else p._data for p, g in zip(self.params, arrays, strict=True)],
-                            "parameter")
-        return loss
+
+    def _update_all(self, arrays: list) -> bool:
+        """Update every parameter at once (a subclass's batched form, when one applies), or False for the
+        per-parameter `_update`s."""
+        return False
 
     def _by_name(self, grads: Mapping) -> list:
         """The gradients of a dict in the parameters' order. Names come from the constructor's dict or
@@ -269,12 +278,26 @@ class SGD(Optimizer):
         refuse_differentiable(self, differentiable)  # foreach/fused pick torch kernels: one implementation here
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
+        self._flat_key, self._flat = None, None  # the parameters' arrays as sgd_all's 1-D views (numba_optim)
 
     def _check_options(self, group, where):
         _check_nonnegative(self, where, lr=group["lr"], momentum=group["momentum"], weight_decay=group["weight_decay"])
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening = 0"
                              + (f" ({where})" if where else ""))
+
+    def _update_all(self, arrays):
+        # plain SGD in one group with every gradient there: numba's loop over all parameters in one call
+        if len(self.param_groups) != 1:
+            return False
+        group = self.param_groups[0]
+        if group["momentum"] or group["weight_decay"] or group["maximize"] or any(a is None for a in arrays):
+            return False
+        datas = [p._data for p in self.params]
+        key = tuple(map(id, datas))
+        if self._flat_key != key:  # the parameters' arrays changed (or the first step): their 1-D views again
+            self._flat_key, self._flat = key, numba_optim.flat_params(datas)
+        return self._flat is not None and numba_optim.sgd_all(self._flat, arrays, group["lr"])
 
     def _update(self, p, g, state, t, group):
         momentum, weight_decay = group["momentum"], group["weight_decay"]
