@@ -3,9 +3,11 @@
 An RNN's step computes h @ W_hh^T, with W_hh^T traced as one permute_dims(W_hh, (1, 0)) (a view, F-ordered)
 read by every time step. OpenBLAS takes word_language_model's (20, 200) @ (200, 800) in 150 us from that view
 against 93 us from a C-ordered copy (1 thread), so 70 products a step cost 4 ms more than one 640 KB copy.
-`rewrite(fn)` turns each 2-D permute_dims(w, (1, 0)) that is read only as the right operand of matmuls, at
-least `MIN_READS` times, into `layout.transpose_copy(w)` (ir/ops/rnn_cell.py): the same values, in C order.
-A transposed weight read once (a linear layer's), read by anything else, or returned is left a view.
+`rewrite(fn)` turns each 2-D permute_dims(w, (1, 0)) of at least `MIN_SIZE` elements that is read only as the
+right operand of matmuls, at least `MIN_READS` times, into `layout.transpose_copy(w)` (ir/ops/rnn_cell.py): the
+same values, in C order. A transposed weight read once (a linear layer's), read by anything else, returned or
+small is left a view. The copy's bytes count in the executor's peak_bytes (ir.runtime.memory's
+`estimate_peak_bytes`, which reads the function before this rewrite, counts the view as free).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from ..nodes import Call, Function, Var
 from ..types import TensorType
 
 MIN_READS = 2
+MIN_SIZE = 1 << 14  # elements: below, the products take microseconds either way and the copy is not worth its bytes
 _FLOATS = ("float32", "float64")
 
 
@@ -40,7 +43,8 @@ def _reads(fn: Function) -> dict[Var, list]:
 def _transposed_weight(call) -> bool:
     t = call.type
     return (isinstance(call, Call) and call.op == "permute_dims" and tuple(call.attrs.get("axes") or ()) == (1, 0)
-            and isinstance(t, TensorType) and t.ndim == 2 and t.dtype in _FLOATS and 0 not in t.shape)
+            and isinstance(t, TensorType) and t.ndim == 2 and t.dtype in _FLOATS
+            and t.shape[0] * t.shape[1] >= MIN_SIZE)
 
 
 def rewrite(fn: Function) -> Function:

@@ -357,6 +357,7 @@ def test_rewrite_copies_the_recurrent_weight_once(monkeypatch):
     import nn
     import tracer
     from ir.runtime import weight_layout
+    monkeypatch.setattr(weight_layout, "MIN_SIZE", 1)  # a small LSTM: its (32, 8) W_hh copied all the same
     lstm = nn.LSTM(4, 8, 2)
     x = tracer.tensor(np.random.default_rng(10).standard_normal((6, 3, 4)).astype("float32"))
     params = list(lstm.parameters())
@@ -372,16 +373,34 @@ def test_rewrite_copies_the_recurrent_weight_once(monkeypatch):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
 
 
-def test_rewrite_leaves_a_weight_read_once_or_otherwise():
+def test_rewrite_leaves_a_weight_read_once_or_otherwise(monkeypatch):
     import tracer
     from ir.runtime import weight_layout
     x, w = np.ones((3, 4), "float32"), np.ones((6, 4), "float32")
+    monkeypatch.setattr(weight_layout, "MIN_SIZE", 1)  # so only the reads decide
     for fn in (lambda x, w: tracer.matmul(x, tracer.permute_dims(w, [1, 0])).sum(),  # read once
                lambda x, w: _twice_and_summed(x, tracer.permute_dims(w, [1, 0]))):  # also read by a sum
         _, mod = _adjoint(fn, x, w)
         for name in ("main", "main_adjoint"):
             ops = [b.value.op for b in weight_layout.rewrite(mod[name]).bindings if hasattr(b.value, "op")]
             assert "layout.transpose_copy" not in ops
+
+
+def test_rewrite_leaves_small_weights(monkeypatch):
+    import tracer
+    from ir.runtime import weight_layout
+
+    def loss(x, w):
+        wt = tracer.permute_dims(w, [1, 0])
+        return (tracer.matmul(x, wt) + tracer.matmul(x * 2.0, wt)).sum()
+    x, w = np.ones((3, 4), "float32"), np.ones((6, 4), "float32")
+    _, mod = _adjoint(loss, x, w)
+
+    def ops():
+        return [b.value.op for b in weight_layout.rewrite(mod["main"]).bindings if hasattr(b.value, "op")]
+    assert "layout.transpose_copy" not in ops()  # 24 elements: below MIN_SIZE
+    monkeypatch.setattr(weight_layout, "MIN_SIZE", 24)
+    assert "layout.transpose_copy" in ops()  # the same function once the size counts
 
 
 def _twice_and_summed(x, wt):
