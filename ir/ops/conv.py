@@ -230,6 +230,20 @@ def _conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, in
     return _scatter_windows(xp, dcols, input_shape, strides, padding, dilation)
 
 
+def _infer_conv2d_bias_relu(op, types, strides, padding, dilation, groups):
+    out = _infer_conv2d(op, types[:2], strides, padding, dilation, groups)
+    bias = tensor_arg(op, types, 2)
+    if bias.shape != (1, out.shape[1], 1, 1) or bias.dtype != out.dtype:
+        raise op.error(f"argument bias {bias} must be (1, {out.shape[1]}, 1, 1) of {out.dtype}")
+    return out
+
+
+def _conv2d_bias_relu(xp, data, weight, bias, strides, padding, dilation, groups):
+    """relu(conv2d(data, weight) + bias): a conv layer with its bias and relu (maximum(x, 0), as nn.relu); made by
+    ir.runtime.pool_relu after differentiation (the relu's output is what the backward reads)."""
+    return xp.maximum(_conv2d(xp, data, weight, strides, padding, dilation, groups) + bias, xp.zeros((), bias.dtype))
+
+
 def _infer_relu_conv2d_input_backward(op, types, strides, padding, dilation, groups, input_shape):
     out = _infer_conv2d_input_backward(op, types[:2], strides, padding, dilation, groups, input_shape)
     mask = tensor_arg(op, types, 2)
@@ -265,6 +279,8 @@ declare("nn.conv2d", ("data", "weight"), _CONV_ATTRS, infer=_infer_conv2d, kerne
                "out_dtype": ("void", "")})
 declare("grad.conv2d_input_backward", ("output_grad", "weight"), _CONV_ATTRS + (Attr("input_shape", "shape"),),
         infer=_infer_conv2d_input_backward, kernel=_conv2d_input_backward)
+declare("nn.conv2d_bias_relu", ("data", "weight", "bias"), _CONV_ATTRS, infer=_infer_conv2d_bias_relu,
+        kernel=_conv2d_bias_relu, differentiable=False)  # the runtime's rewrite, after differentiation
 declare("grad.relu_conv2d_input_backward", ("output_grad", "weight", "data"),
         _CONV_ATTRS + (Attr("input_shape", "shape"),), infer=_infer_relu_conv2d_input_backward,
         kernel=_relu_conv2d_input_backward, differentiable=False)  # the runtime's rewrite, after differentiation

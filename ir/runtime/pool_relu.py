@@ -8,8 +8,10 @@ while it writes the pool's gradient: one pass over the (N, C, H, W) gradient and
 instead of the pool's pass, the comparison's and the where's (on mnist's (64, 64, 24, 24) about 5 ms and 1,100
 page faults a step). In the same way `where(less_equal(r, 0), 0, grad.conv2d_input_backward(g, w))` (the conv
 after a relu) becomes `grad.relu_conv2d_input_backward(g, w, r)`, whose kernel writes the zeros into the
-convolution's own result instead of a new array. The values are the same, bit for bit: each op means exactly
-that where.
+convolution's own result instead of a new array; and in the forward, `relu(add(conv2d(x, w), b))` (a conv layer,
+its bias and relu) becomes `nn.conv2d_bias_relu(x, w, b)`, whose kernel adds the bias and takes the relu of
+each chunk of the convolution's result while it is in cache. The values are the same, bit for bit: each op
+means exactly the bindings it replaces.
 
 Left as they are: a mask or pool gradient read by another binding or returned, a zero that is not a 0-d +0.0
 of the gradient's dtype, a comparison of another array than the pool's input, dtypes other than float32/64.
@@ -63,6 +65,31 @@ def _match(call, producer, uses):
     return Call(op, tuple(args), dict(inner.attrs), call.type), (mi, gi)
 
 
+_CONV_ATTRS = ("strides", "padding", "dilation", "groups")
+
+
+def _match_forward(call, producer, uses):
+    """(fused call, interior binding indices) when `call` is nn.relu(add(nn.conv2d(x, w), b)) with b of shape
+    (1, O, 1, 1) and the convolution's and the sum's results read only there, else None."""
+    if not isinstance(call, Call) or call.op != "nn.relu" or not isinstance(call.type, TensorType):
+        return None
+    t = call.type
+    found = producer.get(call.args[0]) if uses.get(call.args[0], 0) == 1 else None
+    if t.dtype not in _FLOATS or t.ndim != 4 or found is None or found[1].op != "add":
+        return None
+    (ai, add) = found
+    for k in (0, 1):
+        conv, bias = add.args[k], add.args[1 - k]
+        inner = producer.get(conv) if isinstance(conv, Var) and uses.get(conv, 0) == 1 else None
+        if (inner is not None and inner[1].op == "nn.conv2d" and inner[1].type == t == add.type
+                and isinstance(bias.type, TensorType) and bias.type.shape == (1, t.shape[1], 1, 1)
+                and bias.type.dtype == t.dtype):
+            x, w = inner[1].args
+            attrs = {a: inner[1].attrs[a] for a in _CONV_ATTRS if a in inner[1].attrs}
+            return Call("nn.conv2d_bias_relu", (x, w, bias), attrs, t), (ai, inner[0])
+    return None
+
+
 def rewrite(fn: Function) -> Function:
     """`fn` with each relu backward after a max-pool's or a convolution's input gradient as one binding; `fn`
     itself when there is none (it is never modified)."""
@@ -73,7 +100,7 @@ def rewrite(fn: Function) -> Function:
     uses = _use_counts(fn)
     replace, drop = {}, set()
     for i, b in enumerate(bindings):
-        found = _match(b.value, producer, uses)
+        found = _match(b.value, producer, uses) or _match_forward(b.value, producer, uses)
         if found is None:
             continue
         replace[i], interior = found

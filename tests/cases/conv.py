@@ -182,6 +182,11 @@ CASES = [
                          (2, 3, 7, 6), stride=2, pad=1),
     _conv_input_backward("conv2d_input_backward_groups_dil", rand(1, 4, 5, 5, seed=3), rand(4, 1, 3, 3, seed=1),
                          (1, 2, 7, 7), dil=2, pad=1, groups=2),
+    OpCase("conv2d_bias_relu",  # made by ir.runtime.pool_relu after differentiation: not differentiable
+           lambda x, w, b: apply("nn.conv2d_bias_relu", [x, w, b], **_conv_attrs((2, 3, 7, 6), 2, 1, 1, 1)),
+           lambda x, w, b: np.maximum(conv2d_ref(x, w, None, 2, 1, 1, 1) + b, 0),
+           [rand(2, 3, 7, 6), rand(4, 3, 3, 3, seed=1), rand(1, 4, 1, 1, seed=2)], ("nn.conv2d_bias_relu",),
+           grad=False, **_TOL),
     _relu_conv_input_backward("relu_conv2d_input_backward_stride_pad", rand(2, 4, 4, 3, seed=3),
                               rand(4, 3, 3, 3, seed=1), np.maximum(rand(2, 3, 7, 6, seed=2), 0), stride=2, pad=1),
     _conv_weight_backward("conv2d_weight_backward_stride_pad", rand(2, 4, 4, 3, seed=3), rand(2, 3, 7, 6),

@@ -491,3 +491,42 @@ def test_numba_dropout_gives_the_ops_bits(shape, dtype):
                 want = _dropout_by_definition(x, seed, rate)
             assert got.dtype == want.dtype and got.shape == want.shape
             assert np.array_equal(got, want, equal_nan=True) and np.array_equal(np.signbit(got), np.signbit(want))
+
+
+# ---------------------------------------------------------------- a conv layer's bias and relu in its kernel
+
+
+@pytest.mark.parametrize("strides,padding", [((1, 1), (0, 0, 0, 0)), ((2, 1), (1, 0, 2, 1))])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_conv2d_bias_relu_equals_its_bindings(strides, padding, dtype):
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((5, 3, 9, 8)).astype(dtype)
+    x[0, 0, 0, :3] = np.nan, np.inf, -np.inf
+    w = rng.standard_normal((4, 3, 3, 3)).astype(dtype)
+    b = rng.standard_normal((1, 4, 1, 1)).astype(dtype)
+    b[0, 1] = -0.0
+    attrs = (strides, padding, (1, 1), 1)
+    with np.errstate(invalid="ignore"):
+        want = np.maximum(conv_kernels.conv2d(np, x, w, *attrs) + b, np.zeros((), dtype))
+        got = conv_kernels.conv2d_bias_relu(np, x, w, b, *attrs)
+    assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_rewrite_fuses_a_conv_layer_with_its_bias_and_relu():
+    import tracer
+    from nn import functional as F
+    rng = np.random.default_rng(15)
+    w, b = rng.standard_normal((4, 3, 3, 3)).astype("float32"), rng.standard_normal(4).astype("float32")
+
+    def loss(x, w, b):
+        return (F.max_pool2d(tracer.relu(F.conv2d(x, w, b)), 2) ** 2).sum()
+    x = rng.standard_normal((2, 3, 10, 10)).astype("float32")
+    ir, mod = _adjoint(loss, x, w, b)
+    ops, got = _run_adjoint(ir, mod, x, True, w, b)
+    plain_ops, want = _run_adjoint(ir, mod, x, False, w, b)
+    assert "nn.conv2d_bias_relu" in ops and "nn.relu" not in ops and "nn.conv2d" not in ops
+    assert "nn.conv2d_bias_relu" not in plain_ops
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    for a, c in zip(got[1], want[1], strict=True):
+        np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-4)  # plain: the generic conv kernels' summation order
