@@ -66,7 +66,7 @@ def _fits(p, *arrays) -> bool:
     if not numba_hook.ENABLED or type(p) is not np.ndarray or p.dtype not in _DTYPES or p.size < max(1, MIN_SIZE):
         return False
     if not all(type(a) is np.ndarray and a.dtype == p.dtype and a.flags.c_contiguous and a.shape == p.shape
-               for a in (p, *arrays)):
+               for a in (p, *arrays)) or not p.flags.writeable:  # read-only p: NumPy's update raises its error
         return False
     if not numba_hook.ready():  # numba still loading (its tiered start): NumPy's update meanwhile
         numba_hook.prepare(("sgd", p.dtype), functools.partial(_load, p.dtype.type))
@@ -103,7 +103,8 @@ def flat_params(params) -> list | None:
     if not numba_hook.ENABLED or not params or params[0].dtype not in _DTYPES:
         return None
     dtype = params[0].dtype
-    if not all(type(p) is np.ndarray and p.dtype == dtype and p.flags.c_contiguous for p in params):
+    if not all(type(p) is np.ndarray and p.dtype == dtype and p.flags.c_contiguous and p.flags.writeable
+               for p in params):  # a read-only parameter: NumPy's update raises "output array is read-only"
         return None
     return [p.reshape(-1) for p in params]
 

@@ -109,24 +109,36 @@ class _Hot:
         self.done = False
 
     def tick(self) -> None:
-        """Make the program, or see to its making."""
+        """Make the program, or see to its making (once: threads calling the same step meanwhile run the Python
+        function)."""
         if self.done or self.thread is not None or not numba_hook.ready():
             return
-        if getattr(numba_hook, "SYNC", True):
-            self.make()
-            return
-        self.thread = threading.Thread(target=self.make, name="tracegrad-numba-program", daemon=True)
-        _threads.add(self.thread)
-        self.thread.start()
+        with _tick_lock:
+            if self.done or self.thread is not None:
+                return
+            if getattr(numba_hook, "SYNC", True):
+                self.thread = threading.current_thread()
+            else:
+                self.thread = threading.Thread(target=self.make, name="tracegrad-numba-program", daemon=True)
+                _threads.add(self.thread)
+                self.thread.start()
+                return
+        self.make()
 
     def program(self):
-        try:
-            program = _made[self.parts[0]] = Program(*self.parts)
-            return program
-        except Exception as e:  # noqa: BLE001 - numba refused the generated source: the executor's path stays
-            warnings.warn(f"{self.compiled.name}: the whole-function numba program could not be compiled ({e!r}); "
-                          "the per-op kernels run", RuntimeWarning, stacklevel=2)
-            return None
+        # one maker at a time per process: two threads loading the same source at once would see each other's
+        # half-written kernel file and half-executed module (numba_gen.load)
+        with _make_lock:
+            program = _made.get(self.parts[0])
+            if program is not None:
+                return program
+            try:
+                program = _made[self.parts[0]] = Program(*self.parts)
+                return program
+            except Exception as e:  # noqa: BLE001 - numba refused the generated source: the executor's path stays
+                warnings.warn(f"{self.compiled.name}: the whole-function numba program could not be compiled "
+                              f"({e!r}); the per-op kernels run", RuntimeWarning, stacklevel=2)
+                return None
 
     def make(self):
         compiled = self.compiled
@@ -139,6 +151,8 @@ class _Hot:
 
 _threads: set = set()
 _made: dict = {}  # source -> its Program, once loaded in this process
+_tick_lock = threading.Lock()
+_make_lock = threading.RLock()
 
 
 def _join_before_fork() -> None:
@@ -148,26 +162,37 @@ def _join_before_fork() -> None:
             thread.join()
 
 
+def _new_locks() -> None:
+    # in a forked child: a lock another thread of the parent held is held forever there
+    global _tick_lock, _make_lock
+    _tick_lock, _make_lock = threading.Lock(), threading.RLock()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_join_before_fork)
+    os.register_at_fork(before=_join_before_fork, after_in_child=_new_locks)
 
 
 def _install(compiled, program, python_source, python):
     compiled.program = program
     compiled._peaks.clear()  # counted again at the next call, as this program's calls hold (peak_bytes)
     kernel, arrays = program.kernel, program.arrays
-    if arrays:
-        def run(*args):
-            try:
-                return kernel(*args, *arrays)
-            except (TypeError, IndexError):  # a layout no compiled signature takes (not C-contiguous); a target
-                return python(*args)  # out of range: the executor's path raises its own error
-    else:
-        def run(*args):
-            try:
-                return kernel(*args)
-            except (TypeError, IndexError):
-                return python(*args)
+    refused = False  # an argument layout numba refused once: from then on each call's layouts are looked at first
+
+    def run(*args):
+        # numba's refusal of an argument (not C-contiguous, read-only, unaligned: no compiled signature takes
+        # it) costs ~200 us per call, so after the first one such calls go to the Python function directly; the
+        # fallback runs outside the except clause, so an error it raises (a target out of range) is its own,
+        # not chained to the program's
+        nonlocal refused
+        if refused and not all(a.flags.c_contiguous and a.flags.writeable and a.flags.aligned for a in args):
+            return python(*args)
+        try:
+            return kernel(*args, *arrays)
+        except TypeError:
+            refused = True
+        except IndexError:  # a target out of range: the executor's path raises its own error
+            pass
+        return python(*args)
     run.program = program
     return python_source, run
 

@@ -136,13 +136,16 @@ def gelu_tanh_vjp_{name}(x, g, out):
     # in 1 + tanh; d/dx = s + x * s * (1 - s) * 2u', and s * (1 - s) = e * s^2 with e = exp(-2u)
     for i in {loop}(x.shape[0]):
         d = np.float64(x[i])
-        d2 = d * d
-        z = -1.5957691216057308 * (d + 0.044715 * (d2 * d))
-        z = 160.0 if z > 160.0 else z  # NaN fails both tests and stays NaN
-        z = -160.0 if z < -160.0 else z
+        # x clamped to +-12.5 (|z| <= 159.3, inside exp_f32's range): beyond, the slope is 1 or 0 to float64
+        # (its second term below 1e-60); with z clamped instead, that term was exp(-160) * x^3, finite garbage
+        # for |x| above ~1e20. NaN fails both tests and stays NaN
+        c = 12.5 if d > 12.5 else d
+        c = -12.5 if c < -12.5 else c
+        c2 = c * c
+        z = -1.5957691216057308 * (c + 0.044715 * (c2 * c))
         e = exp_f32(z)
         s = 1.0 / (1.0 + e)
-        v = s + d * ((e * s) * s) * (1.5957691216057308 * (1.0 + 0.134145 * d2))
+        v = s + c * ((e * s) * s) * (1.5957691216057308 * (1.0 + 0.134145 * c2))
         v = v if abs(d) < np.inf else np.nan  # NumPy's chain: 0 * inf at x = +-inf
         out[i] = np.float32(np.float64(g[i]) * v)
 
