@@ -217,8 +217,9 @@ def test_sgd_update_as_a_numba_loop_gives_numpys_bits(dtype, monkeypatch):
 
     calls = []
     monkeypatch.setattr(numba_optim, "MIN_SIZE", 0)  # a small weight through the loop too
-    real = numba_optim.sgd
+    real, real_all = numba_optim.sgd, numba_optim.sgd_all  # plain SGD takes sgd_all (all parameters in one call)
     monkeypatch.setattr(numba_optim, "sgd", lambda *a, **k: calls.append(real(*a, **k)) or calls[-1])
+    monkeypatch.setattr(numba_optim, "sgd_all", lambda *a, **k: calls.append(real_all(*a, **k)) or calls[-1])
     rng = np.random.default_rng(3)
     w0 = rng.standard_normal((33, 17)).astype(dtype)
     grads = [rng.standard_normal((33, 17)).astype(dtype) for _ in range(3)]
