@@ -201,8 +201,9 @@ def peak_bytes(compiled, args, counted: int) -> int:
     """`stats.peak_bytes` of a call with `args`: the interpreter's count `counted` when no Program serves it,
     else the arguments' and array constants' buffers plus the Program's own allocations (see the module)."""
     program = getattr(compiled, "program", None)
-    if program is None or not all(type(a) is np.ndarray and a.flags.c_contiguous for a in args):
-        return counted
+    if program is None or not all(type(a) is np.ndarray and a.flags.c_contiguous and a.flags.writeable
+                                  and a.flags.aligned for a in args):
+        return counted  # the Python function serves layouts the program's signature does not take
     from .executor import _Memory
 
     mem = _Memory()
