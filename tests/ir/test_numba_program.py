@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.skipif(not numba_hook.ENABLED, reason="TRACEGRAD_KERNE
 @pytest.fixture(autouse=True)
 def _at_once(monkeypatch):
     monkeypatch.setattr(numba_program, "HOT_CALLS", 1)  # the program from the executor's generated call on
+    monkeypatch.setattr(numba_program, "TRIAL_CALLS", 0)  # and it keeps the slot (the timed trial: tests below)
 
 
 def _flat(out):
@@ -409,3 +410,41 @@ def test_generic_kernels_switch_keeps_the_per_op_path():
     fn = ex["main"]
     np.testing.assert_allclose(_calls(fn, [x]), np.exp(x) * 2.0, rtol=1e-15)
     assert fn.program is None
+
+
+class _Timed:
+    """A stand-in for the program's numba function or the per-op function, taking `delay` seconds a call."""
+
+    def __init__(self, name, delay):
+        self.name, self.delay, self.calls = name, delay, 0
+
+    def __call__(self, *args):
+        import time
+
+        self.calls += 1
+        time.sleep(self.delay)
+        return self.name
+
+
+@pytest.mark.parametrize("program_faster", [True, False])
+def test_trial_keeps_the_faster_form(monkeypatch, program_faster):
+    monkeypatch.setattr(numba_program, "TRIAL_CALLS", 3)
+
+    class Compiled:
+        program = None
+        _peaks: dict = {}  # noqa: RUF012 - a stand-in
+        _fast = None
+
+    class Program:
+        kernel, arrays, source = _Timed("program", 0.0 if program_faster else 0.004), (), f"src{program_faster}"
+
+    python = _Timed("python", 0.004 if program_faster else 0.0)
+    compiled = Compiled()
+    compiled._fast = numba_program._install(compiled, Program(), "src", python)
+    trial = compiled._fast[1]
+    x = np.zeros(3)
+    assert [trial(x) for _ in range(6)] == ["program", "python"] * 3  # alternating, timed
+    assert compiled._fast[1] is not trial  # decided
+    assert compiled._fast[1](x) == ("program" if program_faster else "python")
+    assert (compiled.program is not None) == program_faster
+    assert (Program.source in numba_program._slower) != program_faster  # a slower program is not made again

@@ -47,6 +47,7 @@ def _hot_at_once(monkeypatch):
     _numba()
     from ir.runtime import numba_program
     monkeypatch.setattr(numba_program, "HOT_CALLS", 1)
+    monkeypatch.setattr(numba_program, "TRIAL_CALLS", 0)  # the program keeps the slot from its install on
     return numba_program
 
 
