@@ -113,8 +113,14 @@ def worker(workload: str, library: str, quick: bool, first_only: bool) -> None:
     if library == "tracegrad":  # numba loads in the background (ir.runtime.numba_hook): time its tier, not NumPy's
         from ir.runtime import numba_hook
         if numba_hook.wait(300):
-            step()
-            step()
+            # then a small function's whole-function program: made after HOT_CALLS calls on a background
+            # thread, then timed against the per-op function for 2 * TRIAL_CALLS calls (ir.runtime.numba_program)
+            from ir.runtime import numba_program
+            for _ in range(numba_program.HOT_CALLS + 1):
+                step()
+            numba_program.wait(300)
+            for _ in range(2 * numba_program.TRIAL_CALLS + 2):
+                step()
     print(json.dumps(info), flush=True)
     for line in sys.stdin:
         n = int(line)

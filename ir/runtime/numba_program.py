@@ -160,6 +160,13 @@ _tick_lock = threading.Lock()
 _make_lock = threading.RLock()
 
 
+def wait(timeout: float | None = None) -> None:
+    """Block until the programs being made on background threads are loaded (or `timeout` seconds have passed
+    for each): for benchmarks that time the steady state. A training loop never needs it."""
+    for thread in list(_threads):
+        thread.join(timeout)
+
+
 def _join_before_fork() -> None:
     # a fork while a program compiles (numba's compiler lock held) would leave the child unable to compile
     for thread in list(_threads):
@@ -247,4 +254,5 @@ def peak_bytes(compiled, args, counted: int) -> int:
     return mem.live + program.own_peak
 
 
-__all__ = ["ENABLED", "HOT_CALLS", "MAX_SIZE", "Program", "attach", "peak_bytes", "refusal", "source"]
+__all__ = ["ENABLED", "HOT_CALLS", "MAX_SIZE", "TRIAL_CALLS", "Program", "attach", "peak_bytes", "refusal", "source",
+           "wait"]
