@@ -278,7 +278,8 @@ class SGD(Optimizer):
         refuse_differentiable(self, differentiable)  # foreach/fused pick torch kernels: one implementation here
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
-        self._flat_key, self._flat = None, None  # the parameters' arrays as sgd_all's 1-D views (numba_optim)
+        # the parameters' arrays as sgd_all's 1-D views (numba_optim) and their scratch views, per set of arrays
+        self._flat_key, self._flat, self._temps = None, None, None
 
     def _check_options(self, group, where):
         _check_nonnegative(self, where, lr=group["lr"], momentum=group["momentum"], weight_decay=group["weight_decay"])
@@ -287,7 +288,8 @@ class SGD(Optimizer):
                              + (f" ({where})" if where else ""))
 
     def _update_all(self, arrays):
-        # plain SGD in one group with every gradient there: numba's loop over all parameters in one call
+        # plain SGD in one group with every gradient there: numba's loop over all parameters in one call, or
+        # NumPy's two ufuncs per parameter with the scratch views looked up once
         if len(self.param_groups) != 1:
             return False
         group = self.param_groups[0]
@@ -295,9 +297,18 @@ class SGD(Optimizer):
             return False
         datas = [p._data for p in self.params]
         key = tuple(map(id, datas))
-        if self._flat_key != key:  # the parameters' arrays changed (or the first step): their 1-D views again
+        if self._flat_key != key:  # the parameters' arrays changed (or the first step): their views again
             self._flat_key, self._flat = key, numba_optim.flat_params(datas)
-        return self._flat is not None and numba_optim.sgd_all(self._flat, arrays, group["lr"])
+            self._temps = [self._temp(p) for p in datas] if all(type(p) is np.ndarray for p in datas) else None
+        lr = group["lr"]
+        if self._flat is not None and numba_optim.sgd_all(self._flat, arrays, lr):
+            return True
+        if self._temps is None:
+            return False
+        for p, g, tmp in zip(datas, arrays, self._temps, strict=True):  # NumPy's p -= lr * g, without the lookups
+            np.multiply(g, lr, out=tmp)
+            np.subtract(p, tmp, out=p)
+        return True
 
     def _update(self, p, g, state, t, group):
         momentum, weight_decay = group["momentum"], group["weight_decay"]

@@ -1,14 +1,13 @@
-"""SGD's batched update (ir.runtime.numba_optim.sgd_all, the fast extra): the same bits as the per-parameter
-NumPy update, and NumPy's path wherever it does not apply."""
+"""SGD's batched update: numba's one call for all parameters (ir.runtime.numba_optim.sgd_all, the fast extra) or
+NumPy's ufuncs with the scratch looked up once: the same bits as the per-parameter NumPy update, following
+replaced parameters, and the per-parameter path wherever it does not apply."""
 import numpy as np
 import pytest
 
 import nn
 import tracer
+from ir.runtime import numba_hook, numba_optim
 from nn import optim
-
-pytest.importorskip("numba")
-from ir.runtime import numba_hook, numba_optim  # noqa: E402
 
 SHAPES = [(64, 64), (64,), (3, 4, 5), (10,), (1,), (7, 3)] * 2  # 12 pairs: a full call of eight and a partial one
 
@@ -45,15 +44,19 @@ def test_batched_update_has_numpy_s_bits(dtype):
         np.testing.assert_array_equal(p.view(np.uint8), w.view(np.uint8))  # sign of zero and NaN bits too
 
 
-def test_sgd_step_uses_it_and_follows_a_replaced_parameter():
-    _loaded()
+@pytest.mark.parametrize("kernels", ["numba", "numpy"])
+def test_sgd_step_uses_it_and_follows_a_replaced_parameter(kernels, monkeypatch):
+    if kernels == "numba":
+        _loaded()
+    else:
+        monkeypatch.setattr(numba_hook, "ENABLED", False)
     ps, gs = _problem("float32")
     params = [nn.Parameter(p.copy()) for p in ps]
     opt = optim.SGD(params, lr=0.5)
     want = [p.copy() for p in ps]
     _numpy_update(want, gs, 0.5)
     opt.step([tracer.tensor(g) for g in gs])
-    assert opt._flat is not None  # the batched form ran
+    assert (opt._flat is not None) == (kernels == "numba") and opt._temps is not None  # the batched form ran
     for p, w in zip(params, want, strict=True):
         np.testing.assert_array_equal(p.numpy(), w)
     fresh = np.ones((64, 64), "float32")
