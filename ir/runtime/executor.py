@@ -208,8 +208,10 @@ class CompiledFunction:
         self._fast = None  # the generated straight-line function (ir.runtime.codegen), made on first use
         self.program = None  # the whole-function numba program that serves calls, if any (ir.runtime.numba_program)
         self._peaks: dict[tuple, int] = {}  # peak bytes per argument layout, counted on its first call
-        self._arg_specs = [(p.type.shape, np.dtype(p.type.dtype)) if isinstance(p.type, TensorType) else None
-                           for p in fn.params]
+        # (shape, dtype, C strides) of each tensor parameter: an argument that matches and owns its buffer has
+        # the one layout _OWN stands for, without _layout_key's walk
+        self._arg_specs = [(p.type.shape, np.dtype(p.type.dtype), _c_strides(p.type)) if isinstance(p.type, TensorType)
+                           else None for p in fn.params]
 
     def _plan(self, operand):
         def plan(e):
@@ -300,16 +302,20 @@ class CompiledFunction:
             self._retier()
         specs, ndarray = self._arg_specs, xp.ndarray
         args = list(args)
+        own = True  # every argument a C-ordered array of its own buffer (the common layout)
         for i, a in enumerate(args):  # arrays of the right shape and dtype pass with three comparisons
             spec = specs[i]
             if spec is None or type(a) is not ndarray or a.shape != spec[0] or a.dtype != spec[1]:
                 args[i] = _check_arg(xp, self.params[i], a, self.name)
+                own = False
+            elif own and (a.base is not None or a.strides != spec[2]):
+                own = False
         if anomaly.enabled:  # autodiff.detect_anomaly: the interpreter, each binding's result checked
             return anomaly.run(self, args)
         if self.observer is None and not self.check_types:
             # Peak bytes depend only on the arguments' layouts (strides, buffer sizes, shared buffers):
             # counted once per layout by the interpreter below, then the generated function runs bare.
-            key = _layout_key(args)
+            key = _OWN if own and len(set(map(id, args))) == len(args) else _layout_key(args)
             peak = self._peaks.get(key)
             if peak is not None:
                 if self._fast is None:
@@ -375,6 +381,17 @@ class CompiledFunction:
         if self._tiered:  # a first call ran alone on NumPy's kernels; numba loads from here (ir.runtime.numba_hook)
             numba_hook.start()
         return _collect(self.body_plan, values, self._constant_ids)
+
+
+_OWN = ("every argument C-ordered in a buffer of its own",)  # a layout key _layout_key never makes
+
+
+def _c_strides(t: TensorType) -> tuple | None:
+    """The strides a new C-ordered array of type t has (np.empty touches no memory)."""
+    try:
+        return np.empty(t.shape, t.dtype).strides
+    except (TypeError, ValueError):  # a shape or dtype NumPy does not take: such arguments take _layout_key's walk
+        return None
 
 
 def _layout_key(args) -> tuple:

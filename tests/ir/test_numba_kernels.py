@@ -239,7 +239,9 @@ def test_sgd_update_as_a_numba_loop_gives_numpys_bits(dtype, monkeypatch):
         np.testing.assert_array_equal(a, b, err_msg=f"{cls.__name__} {kw}")
         for x, y in zip(sa, sb, strict=True):
             np.testing.assert_array_equal(x, y, err_msg=f"{cls.__name__} {kw} state")
-    assert calls.count(True) == 3 * len(configs) and calls.count(False) == 3 * len(configs)
+    # on: every step through a numba loop; off: the momentum configurations ask numba's loop, which declines,
+    # while plain SGD goes straight to NumPy's ufuncs (Optimizer._update_all)
+    assert calls.count(True) == 3 * len(configs) and calls.count(False) == 3 * (len(configs) - 1)
 
 
 if __name__ == "__main__":  # the whole op table: the largest error of each kind
