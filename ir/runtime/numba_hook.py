@@ -61,6 +61,10 @@ def wanted() -> bool:
 
 ENABLED = wanted()
 SYNC = _mode() == "numba-sync"  # load on the asking thread: numba's kernels from the first call
+if _mode() not in ("", "numba", "numba-sync", "numpy"):  # "off", "0" or a typo would run numba's kernels unsaid
+    warnings.warn(f"TRACEGRAD_KERNELS={os.environ['TRACEGRAD_KERNELS']!r} is none of 'numba', 'numba-sync', 'numpy': "
+                  "read as unset (numba's tiered kernels where numba is installed; 'numpy' for the plain NumPy path)",
+                  RuntimeWarning, stacklevel=2)
 loaded = False  # numba imported and every kernel prepared so far loaded: ready() answers True from here
 waits = 0  # how often ready() answered False while numba was wanted (a compiled function compares it)
 failed: BaseException | None = None  # numba's import failed: the NumPy kernels stay
