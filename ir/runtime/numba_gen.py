@@ -30,7 +30,7 @@ import numpy as np
 from ..ops.fused import Const, Leaf, parse_expr
 from ..ops.registry import get_op
 from ..types import TensorType
-from .numba_threads import PARALLEL_SIZE, use_parallel
+from .numba_threads import PARALLEL_SIZE, fork_safe, use_parallel
 
 MIN_SIZE = 16384  # below this the NumPy program's few ufunc calls cost less than a dispatch, and a first call
 # would pay numba's start-up (about 1 s: benchmarks/first_call.py) for nothing
@@ -227,7 +227,8 @@ def chain_runner(expr: str, inputs: tuple):
         return None
     header = _HEADER.format(expr=expr.replace('"""', "'''"), signature=inputs, package=__package__)
     module = load(header + body, "chain")
-    kernel = module.parallel if use_parallel(size) else module.serial  # decided at each signature's first run
+    # decided at each signature's first run
+    kernel = fork_safe(module.serial, module.parallel) if use_parallel(size) else module.serial
     cols = out_shape[-1]
     rows = size // cols
     shapes = []

@@ -58,6 +58,8 @@ def _start_pool(n: int) -> None:
     quiet = quiet and "NUMBA_THREADING_LAYER" not in os.environ and "libgomp" not in _loaded()
     if quiet:
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_in_child)
     try:
         parallel._launch_threads()
     finally:
@@ -81,7 +83,27 @@ def _loaded() -> str:
 
 def use_parallel(size: int) -> bool:
     """Whether a kernel over `size` elements should run its prange form."""
-    return size >= PARALLEL_SIZE and threads() > 1
+    return size >= PARALLEL_SIZE and not _forked and threads() > 1
 
 
-__all__ = ["PARALLEL_SIZE", "threads", "use_parallel"]
+# GNU OpenMP is not fork-safe: a prange loop in a child forked after the pool started kills the child
+# ("Terminating: fork() called from a process already using GNU OpenMP"). So from such a fork on, the child
+# runs the serial forms, also of the kernels chosen before the fork (`fork_safe`).
+_forked = False
+
+
+def _in_child() -> None:
+    global _forked
+    _forked = True
+
+
+def fork_safe(serial, parallel):
+    """`parallel` (a prange kernel chosen by use_parallel), run as `serial` in a child forked after the thread
+    pool started; `py_func` is the parallel kernel's."""
+    def run(*args):
+        return (serial if _forked else parallel)(*args)
+    run.py_func = parallel.py_func
+    return run
+
+
+__all__ = ["PARALLEL_SIZE", "fork_safe", "threads", "use_parallel"]

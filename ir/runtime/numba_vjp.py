@@ -27,7 +27,7 @@ import numpy as np
 
 from .numba_composite import EXP_F32, ROW_SUMS
 from .numba_gen import load
-from .numba_threads import use_parallel
+from .numba_threads import fork_safe, use_parallel
 
 _JIT = '@njit(cache=True, error_model="numpy", fastmath={{"contract"}}{extra})'
 
@@ -180,7 +180,9 @@ def _module():
 
 
 def _kernel(name: str, size: int):
-    return getattr(_module(), f"{name}_{'parallel' if use_parallel(size) else 'serial'}")
+    module = _module()
+    serial = getattr(module, f"{name}_serial")
+    return fork_safe(serial, getattr(module, f"{name}_parallel")) if use_parallel(size) else serial
 
 
 _NO_MASK = np.zeros((1, 1), np.bool_)

@@ -182,10 +182,9 @@ _FORK_CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="numba_threads (H4's file until 17:00): a prange kernel in a child forked "
-                                       "after the parent ran one aborts the child (GNU OpenMP is not fork-safe: "
-                                       "'Terminating: fork() called from a process already using GNU OpenMP')")
 def test_forked_child_runs_a_step_after_the_parent_ran_parallel_kernels():
+    # a prange kernel in a child forked after the parent ran one killed the child (GNU OpenMP is not fork-safe:
+    # 'Terminating: fork() called from a process already using GNU OpenMP'); the NumPy path's child ran
     _numba()
     env = dict(os.environ, TRACEGRAD_KERNELS="numba-sync", NUMBA_NUM_THREADS="2")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
