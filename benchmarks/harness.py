@@ -110,7 +110,7 @@ def worker(workload: str, library: str, quick: bool, first_only: bool) -> None:
         return
     for _ in range(2):  # warm-up: caches, BLAS buffers, the executor's pools
         step()
-    if library == "tracegrad":  # numba loads in the background (ir.runtime.numba_hook): time its tier, not NumPy's
+    if library.startswith("tracegrad"):  # numba loads in the background (numba_hook): time its tier, not NumPy's
         from ir.runtime import numba_hook
         if numba_hook.wait(300):
             # then a small function's whole-function program: made after HOT_CALLS calls on a background

@@ -117,6 +117,7 @@ class _Hot:
         function)."""
         if self.done or self.thread is not None or not numba_hook.ready():
             return
+        _watch_forks()
         with _tick_lock:
             if self.done or self.thread is not None:
                 return
@@ -132,6 +133,7 @@ class _Hot:
     def program(self):
         # one maker at a time per process: two threads loading the same source at once would see each other's
         # half-written kernel file and half-executed module (numba_gen.load)
+        _watch_forks()
         with _make_lock:
             program = _made.get(self.parts[0])
             if program is not None:
@@ -180,8 +182,20 @@ def _new_locks() -> None:
     _tick_lock, _make_lock = threading.Lock(), threading.RLock()
 
 
-if hasattr(os, "register_at_fork"):
+_watching = False
+
+
+def _watch_forks() -> None:
+    """Register the fork handlers, once, before any program's lock is taken or thread started: after
+    importing logging, so that ours run before logging's (handlers run newest first; logging's holds its lock
+    across the fork, which a program compiling on a joined thread may need), as ir.runtime.numba_hook does."""
+    global _watching
+    if _watching or not hasattr(os, "register_at_fork"):
+        return
+    import logging  # noqa: F401
+
     os.register_at_fork(before=_join_before_fork, after_in_child=_new_locks)
+    _watching = True
 
 
 def _install(compiled, program, python_source, python):
