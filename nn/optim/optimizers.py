@@ -312,11 +312,6 @@ class SGD(Optimizer):
 
     def _update(self, p, g, state, t, group):
         momentum, weight_decay = group["momentum"], group["weight_decay"]
-        if not (momentum or weight_decay or group["maximize"]) and (type(p) is not np.ndarray
-                                                                    or p.size < numba_optim.MIN_SIZE):
-            # plain SGD on a small parameter: two ufunc calls (numba's loop pays only on large ones)
-            p -= array_module_of(p).multiply(g, group["lr"], out=self._temp(p))
-            return
         buf = state.get("momentum_buffer")
         first = momentum and buf is None and type(p) is np.ndarray
         if first:
