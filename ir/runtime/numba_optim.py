@@ -68,10 +68,16 @@ def _fits(p, *arrays) -> bool:
     if not all(type(a) is np.ndarray and a.dtype == p.dtype and a.flags.c_contiguous and a.shape == p.shape
                for a in (p, *arrays)) or not p.flags.writeable:  # read-only p: NumPy's update raises its error
         return False
-    if not numba_hook.ready():  # numba still loading (its tiered start): NumPy's update meanwhile
-        numba_hook.prepare(("sgd", p.dtype), functools.partial(_load, p.dtype.type))
-        return False
-    return True
+    return _ready(p.dtype)
+
+
+def _ready(dtype) -> bool:
+    """numba loaded with this dtype's kernels; else (numba still loading, its tiered start) the kernels are queued
+    for the background load and NumPy's update runs meanwhile."""
+    if numba_hook.ready():
+        return True
+    numba_hook.prepare(("sgd", dtype), functools.partial(_load, dtype.type))
+    return False
 
 
 def _load(t):
@@ -120,8 +126,7 @@ def sgd_all(flat, grads, lr) -> bool:
         if type(g) is not ndarray or not g.flags.c_contiguous:
             return False
     dtype = flat[0].dtype
-    if not numba_hook.ready():
-        numba_hook.prepare(("sgd", dtype), functools.partial(_load, dtype.type))
+    if not _ready(dtype):
         return False
     run, lr, empty = _module().sgd8, dtype.type(lr), _EMPTY[dtype]
     args: list = []
