@@ -2,8 +2,9 @@
 
 With numba installed and TRACEGRAD_KERNELS not "numpy", `fused` chains run as generated numba loops
 (ir.runtime.numba_gen) and softmax, log_softmax, layer_norm and GELU bindings of float32 as numba kernels
-(ir.runtime.numba_composite); ir.runtime.fused_cpu and ir.runtime.specialize call `fused_kernel`, `into` and
-`specialize` here. Chains and ops the kernels do not cover, small arrays and CuPy keep the NumPy path.
+(ir.runtime.numba_composite; the tanh GELU of float32 and the backward chains through ir.runtime.vjp_chains,
+which ir.runtime.specialize asks first); ir.runtime.fused_cpu and ir.runtime.specialize call `fused_kernel`,
+`into` and `specialize` here. Chains and ops the kernels do not cover, small arrays and CuPy keep the NumPy path.
 
 Tiered start-up, as JIT runtimes do it: numba's import and its first dispatch cost most of a second, so numba
 is never on a first call's path. `ready()` is the non-blocking question "may numba kernels be used now"; its
