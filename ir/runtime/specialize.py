@@ -27,7 +27,7 @@ from ..ops.manipulate import perm_axes
 from ..ops.reduction import kernel_axes
 from ..ops.registry import get_op
 from ..types import TensorType, TupleType
-from . import numba_hook, vjp_chains
+from . import dense_chains, numba_hook, split2, vjp_chains
 
 _FLOATS = ("float32", "float64")
 _TUPLE_ARGS = frozenset({"concat"})  # ops whose one argument is a tuple of tensors
@@ -48,6 +48,10 @@ def specialize(call: Call, xp):
         # a backward chain's row kernel, the tanh GELU's forward as the same x * sigmoid(2u), the embedding
         # gradient's scatter-add as one loop (ir.runtime.vjp_chains)
         fast = vjp_chains.kernel(call)
+        if fast is not None:
+            return fast
+    if call.op == "fused":  # a dense layer's bias + relu, relu's backward: one pass each (ir.runtime.dense_chains)
+        fast = dense_chains.kernel(call)
         if fast is not None:
             return fast
     types = [a.type for a in call.args]
@@ -81,6 +85,9 @@ def _ufunc(name, types, out):
 def _matmul(name, types, out):
     a, b = types
     if a.ndim >= 3 and b.ndim >= 3 and out.dtype in _FLOATS and a.dtype == b.dtype and 0 not in out.shape:
+        if (split2.threads() > 1 and a.shape[:-2] == b.shape[:-2] and a.shape[0] >= 2
+                and math.prod(out.shape) >= split2.MIN_SIZE):  # the stack's halves on two threads (ir.runtime.split2)
+            return planned(functools.partial(_stacked_split, half=a.shape[0] // 2, shape=out.shape, dtype=out.dtype))
         return planned(_stacked)
     if a.ndim < 3 or b.ndim != 2 or out.dtype not in _FLOATS or a.dtype != b.dtype or 0 in out.shape:
         return np.matmul
@@ -104,6 +111,15 @@ def _stacked(x, y, out=None):
     block) is copied first: (16, 4, 64, 32) @ that, float32, 1 thread, 0.36 ms as it is, 0.25 ms with the
     copy. Row-major strided and dense transposed operands measured faster as they are, and are left."""
     return np.matmul(_spread(x), _spread(y), out=out)
+
+
+def _stacked_split(x, y, half, shape, dtype, out=None):
+    """_stacked with the first `half` matrices on this thread and the rest on split2's worker: each matrix is
+    the same BLAS call on the same operands, so the same bits."""
+    out = np.empty(shape, dtype) if out is None else out
+    split2.run(functools.partial(_stacked, x[:half], y[:half], out[:half]),
+               functools.partial(_stacked, x[half:], y[half:], out[half:]))
+    return out
 
 
 def _spread(a):
