@@ -14,6 +14,8 @@ class RMSprop(Optimizer):
     mean of g; with momentum, buf = momentum * buf + g / (sqrt(v) + eps) and p -= lr * buf, else
     p -= lr * g / (sqrt(v) + eps). State: "square_avg", "momentum_buffer" (momentum > 0), "grad_avg" (centered)."""
 
+    _flat_kind, _flat_order = "rmsprop", ("square_avg", "momentum_buffer", "grad_avg")
+
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0.0,
                  momentum: float = 0.0, centered: bool = False, capturable: bool = False, foreach=None,
                  maximize: bool = False, differentiable: bool = False):
@@ -24,6 +26,15 @@ class RMSprop(Optimizer):
     def _check_options(self, group, where):
         _check_nonnegative(self, where, lr=group["lr"], eps=group["eps"], momentum=group["momentum"],
                            weight_decay=group["weight_decay"], alpha=group["alpha"])
+
+    def _flat_names(self, group):
+        return ("square_avg", *(["momentum_buffer"] if group["momentum"] > 0 else []),
+                *(["grad_avg"] if group["centered"] else []))
+
+    def _flat_coefs(self, group, t):
+        wd, alpha, momentum = group["weight_decay"], group["alpha"], group["momentum"]
+        return (group["maximize"], 1 if wd else 0, wd, alpha, 1 - alpha, group["centered"], group["eps"],
+                momentum > 0, momentum, group["lr"])
 
     def _update(self, p, g, state, t, group):
         xp = array_module_of(p)
@@ -54,6 +65,8 @@ class Adagrad(Optimizer):
     """Adagrad (torch.optim.Adagrad): sum += g*g; p -= lr / (1 + (t - 1) * lr_decay) * g / (sqrt(sum) + eps).
     As torch's, every parameter's state ("sum" = initial_accumulator_value) exists from the constructor on."""
 
+    _flat_kind, _flat_order = "adagrad", ("sum", "", "")
+
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
                  initial_accumulator_value: float = 0.0, eps: float = 1e-10, foreach=None, *,
                  maximize: bool = False, differentiable: bool = False, fused=None):
@@ -73,6 +86,13 @@ class Adagrad(Optimizer):
                            weight_decay=group["weight_decay"],
                            initial_accumulator_value=group["initial_accumulator_value"])
 
+    def _flat_coefs(self, group, t):
+        wd = group["weight_decay"]
+        return group["maximize"], 1 if wd else 0, wd, group["eps"], group["lr"] / (1 + (t - 1) * group["lr_decay"])
+
+    def _flat_init(self, group, name):
+        return group["initial_accumulator_value"]
+
     def _update(self, p, g, state, t, group):
         xp = array_module_of(p)
         g = _grad(g, p, group)
@@ -88,6 +108,8 @@ class Adadelta(Optimizer):
     """Adadelta (torch.optim.Adadelta): v = rho * v + (1 - rho) * g*g; d = sqrt(a + eps) / sqrt(v + eps) * g;
     a = rho * a + (1 - rho) * d*d; p -= lr * d. State: "square_avg", "acc_delta"."""
 
+    _flat_kind, _flat_order = "adadelta", ("square_avg", "acc_delta", "")
+
     def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 0.0,
                  foreach=None, *, capturable: bool = False, maximize: bool = False, differentiable: bool = False):
         refuse_differentiable(self, differentiable)
@@ -97,6 +119,10 @@ class Adadelta(Optimizer):
         _check_nonnegative(self, where, lr=group["lr"], eps=group["eps"], weight_decay=group["weight_decay"])
         if not 0.0 <= group["rho"] <= 1.0:
             raise ValueError(f"Adadelta: rho must be in [0, 1], got {group['rho']}" + (f" ({where})" if where else ""))
+
+    def _flat_coefs(self, group, t):
+        wd, rho = group["weight_decay"], group["rho"]
+        return group["maximize"], 1 if wd else 0, wd, rho, 1 - rho, group["eps"], group["lr"]
 
     def _update(self, p, g, state, t, group):
         xp = array_module_of(p)

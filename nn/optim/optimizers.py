@@ -15,6 +15,7 @@ from tracer import Tensor, enable_grad
 from tracer.autograd import bump
 from tracer.tensor import array_module_of
 
+from . import flat
 from .groups import is_group_list, make_group, refuse_differentiable
 from .state import load_state_dict, state_dict
 
@@ -50,6 +51,12 @@ class Optimizer(ABC):
     """
 
     counts_steps = True  # torch's state keeps each parameter's "step" (SGD's does not)
+    # the one-call numba update over flat state (nn/optim/flat.py) of a subclass that has one: its kind in
+    # ir.runtime.numba_adam, its three state buffers' names, the names a partial state may not lack
+    _flat_kind: str | None = None
+    _flat_order: tuple = ()
+    _flat_joint: tuple = ()
+    _flat_state = None  # the flat state (flat.Flat) for the current parameter arrays
 
     def __init__(self, params, defaults: dict):
         cls = type(self).__name__
@@ -188,9 +195,21 @@ class Optimizer(ABC):
             update(data, g, state, self.step_count - skipped[i], groups[group_of[i]])
 
     def _update_all(self, arrays: list) -> bool:
-        """Update every parameter at once (a subclass's batched form, when one applies), or False for the
-        per-parameter `_update`s."""
-        return False
+        """Update every parameter at once (numba's loop over flat state, or a subclass's batched form, when one
+        applies), or False for the per-parameter `_update`s."""
+        return self._flat_kind is not None and flat.update(self, arrays)
+
+    def _flat_names(self, group: dict) -> tuple:
+        """The state entries a parameter of this group has (those of `_flat_order` its options use)."""
+        return tuple(n for n in self._flat_order if n)
+
+    def _flat_coefs(self, group: dict, t: int) -> tuple:
+        """The numba loop's coefficient row (ir.runtime.numba_adam.ROWS) for this group at step t."""
+        raise NotImplementedError
+
+    def _flat_init(self, group: dict, name: str) -> float:
+        """The value a state entry starts from (zeros unless a subclass says otherwise)."""
+        return 0.0
 
     def _by_name(self, grads: Mapping) -> list:
         """The gradients of a dict in the parameters' order. Names come from the constructor's dict or
@@ -342,6 +361,9 @@ class Adam(Optimizer):
     amsgrad uses the running maximum of v (state "max_exp_avg_sq"); maximize negates g first;
     decoupled_weight_decay=True is AdamW's decay."""
 
+    _flat_kind, _flat_order = "adam", ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
+    _flat_joint = ("exp_avg", "exp_avg_sq")
+
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
                  amsgrad: bool = False, *, foreach=None, maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False, fused=None, decoupled_weight_decay: bool = False):
@@ -356,6 +378,16 @@ class Adam(Optimizer):
             raise ValueError(f"{type(self).__name__}: betas must be two numbers in [0, 1), got {betas}"
                              + (f" ({where})" if where else ""))
         group["betas"] = tuple(float(b) for b in betas)
+
+    def _flat_names(self, group):
+        return self._flat_order if group["amsgrad"] else self._flat_order[:2]
+
+    def _flat_coefs(self, group, t):  # _update's factors, computed as it computes them
+        beta1, beta2 = group["betas"]
+        lr, wd = group["lr"], group["weight_decay"]
+        mode = 0 if not wd else 2 if group["decoupled_weight_decay"] else 1
+        return (group["maximize"], mode, wd, 1 - lr * wd, 1 - beta1, beta2, 1 - beta2, math.sqrt(1 - beta2 ** t),
+                group["eps"], lr / (1 - beta1 ** t), group["amsgrad"])
 
     def _update(self, p, g, state, t, group):
         beta1, beta2 = group["betas"]

@@ -1,0 +1,145 @@
+"""Optimizer state in flat buffers, updated by one numba call per step (ir.runtime.numba_adam, the `fast` extra).
+
+An optimizer with a `_flat_kind` (Adam, AdamW, Adadelta, RMSprop, Adagrad) keeps, where numba is wanted and
+its parameters are NumPy's C-contiguous float32/float64 arrays, one 1-D buffer per state name and dtype; each
+parameter's state entries (opt.state[i]["exp_avg"], ...) are views of it, put there at the parameter's first
+update (a parameter that never had a gradient has no state, as before). The parameters stay the user's arrays.
+Each step checks that every entry is still its view: one the user (or load_state_dict) replaced is copied into
+the view, which goes back in its place, so the values are never stale, and state_dict() copies as before.
+An entry this cannot take (another dtype, shape or array type) sends the step to the NumPy update, which then
+raises or computes exactly what it did before.
+
+The NumPy per-parameter update stays the fallback (numba absent or switched off, its tiered start still
+loading, a gradient not C-contiguous, CuPy, float16): it runs on the same views, and gives the same bits.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ir.runtime import numba_adam, numba_hook
+
+SLOTS = numba_adam.SLOTS
+
+
+class _Part:
+    """The parameters of one dtype: their rows (index into opt.params), offsets, buffers and coefficients."""
+
+    def __init__(self, dtype, rows, datas, order, union, width):
+        self.dtype, self.rows = dtype, rows
+        n = -(-len(rows) // SLOTS) * SLOTS  # padded to whole calls
+        self.offs = np.zeros(n + 1, np.int64)
+        self.offs[1:len(rows) + 1] = np.cumsum([datas[i].size for i in rows])
+        total = int(self.offs[len(rows)])
+        self.bufs = tuple(np.zeros(total if name in union else 0, dtype) for name in order)
+        self.coef = np.zeros((n, width), dtype)
+        self.flat_p = [datas[i].reshape(-1) for i in rows]
+        self.empty = self.scratch = np.zeros(0, dtype)  # scratch: -g where a group maximizes (made then)
+        self.largest = max(datas[i].size for i in rows)
+        self.pairs = [self.empty] * (2 * n)
+
+
+class Flat:
+    """The flat state of one optimizer for one set of parameter arrays (`datas`, by identity)."""
+
+    def __init__(self, opt, datas, order, used):
+        self.datas = datas
+        self.order, self.used = order, used  # the kind's buffer names; the names each group uses now
+        union = self.union = {n for names in used for n in names}
+        self.parts = []
+        self.where = {}  # parameter index -> (part, row in it)
+        for dtype in numba_adam.DTYPES:
+            rows = [i for i, d in enumerate(datas) if d.dtype == dtype]
+            if rows:
+                part = _Part(dtype, rows, datas, order, union, len(numba_adam.ROWS[opt._flat_kind]))
+                self.parts.append(part)
+                self.where.update({i: (part, r) for r, i in enumerate(rows)})
+        self.views = [self._views(i, datas[i]) for i in range(len(datas))]
+
+    def _views(self, i, data):
+        part, r = self.where[i]
+        a, b = int(part.offs[r]), int(part.offs[r + 1])
+        return {n: buf[a:b].reshape(data.shape) for n, buf in zip(self.order, part.bufs, strict=True)
+                if n in self.union}
+
+
+def _qualifies(datas) -> bool:
+    return all(type(d) is np.ndarray and d.dtype in numba_adam.DTYPES and d.flags.c_contiguous and d.flags.writeable
+               for d in datas)
+
+
+def update(opt, arrays: list) -> bool:
+    """One step of `opt` over every parameter through numba, or False (nothing changed but state entries moved
+    into their views, same values) where the NumPy update must run."""
+    if not numba_hook.ENABLED:
+        return False
+    params, groups = opt.params, opt.param_groups
+    used = [opt._flat_names(g) for g in groups]
+    flat = opt._flat_state
+    datas = [p._data for p in params]
+    if flat is None or flat.used != used or not all(map(operator.is_, flat.datas, datas)):
+        if not _qualifies(datas):
+            opt._flat_state = None
+            return False
+        flat = opt._flat_state = Flat(opt, datas, opt._flat_order, used)
+    ndarray = np.ndarray
+    for g in arrays:
+        if g is not None and (type(g) is not ndarray or not g.flags.c_contiguous):
+            return False
+    if not _sync(opt, flat, arrays):
+        return False
+    kind = opt._flat_kind
+    if not all([numba_adam.ready(kind, part.dtype) for part in flat.parts]):  # each dtype's kernel queued
+        return False
+    step, skipped, group_of, coefs = opt.step_count, opt.skipped, opt._group_of, opt._flat_coefs
+    same_t = skipped.count(skipped[0]) == len(skipped)
+    rows = [coefs(g, step - skipped[0]) for g in groups] if same_t else None
+    maximize = any(g["maximize"] for g in groups)
+    for part in flat.parts:
+        if maximize and part.scratch.size < part.largest:
+            part.scratch = np.empty(part.largest, part.dtype)
+        coef, pairs, flat_p = part.coef, part.pairs, part.flat_p
+        for r, i in enumerate(part.rows):
+            g = arrays[i]
+            if g is None:
+                pairs[2 * r] = pairs[2 * r + 1] = part.empty
+                continue
+            coef[r] = rows[group_of[i]] if same_t else coefs(groups[group_of[i]], step - skipped[i])
+            pairs[2 * r] = flat_p[r]
+            pairs[2 * r + 1] = g.reshape(-1)
+        numba_adam.run(kind, part.dtype, part.offs, coef, part.bufs, part.scratch, pairs)
+    for i, g in enumerate(arrays):
+        if g is None:
+            skipped[i] += 1
+    return True
+
+
+def _sync(opt, flat, arrays) -> bool:
+    """Every state entry of a parameter with a gradient is its view: a missing one is initialised there, one
+    replaced since is copied into it. False where an entry cannot be taken (the NumPy update decides)."""
+    states, group_of, used, views = opt.state, opt._group_of, flat.used, flat.views
+    joint = opt._flat_joint
+    for i, g in enumerate(arrays):
+        if g is None:
+            continue
+        state, mine = states[i], views[i]
+        partial = bool(state)
+        for name in used[group_of[i]]:
+            cur = state.get(name)
+            view = mine[name]
+            if cur is view:
+                continue
+            if cur is None:
+                if partial and name in joint:  # the NumPy update's own rule for a partial state (Adam: KeyError)
+                    return False
+                view[...] = opt._flat_init(opt.param_groups[group_of[i]], name)
+            elif type(cur) is np.ndarray and cur.dtype == view.dtype and cur.shape == view.shape:
+                np.copyto(view, cur)
+            else:
+                return False
+            state[name] = view
+    return True
+
+
+__all__ = ["Flat", "update"]

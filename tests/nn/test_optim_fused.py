@@ -1,0 +1,232 @@
+"""Adam/AdamW, Adadelta, RMSprop and Adagrad as one numba call per step over flat state (nn/optim/flat.py,
+ir/runtime/numba_adam.py): the same bits as the per-parameter NumPy update (parameters and every state
+entry, NaN/inf/-0.0, float32 and float64, several groups, missing gradients, weight decay, maximize), state
+dicts that round-trip, replaced state entries followed, and the NumPy update wherever the loop does not apply."""
+import numpy as np
+import pytest
+
+import nn
+import tracer
+from ir.runtime import numba_adam, numba_hook
+from nn import optim
+
+pytest.importorskip("numba")
+
+SHAPES = [(64, 64), (64,), (3, 4, 5), (10,), (1,), (7, 3), (0,), (33,), (5, 5), (2, 9)]  # 10: two calls of 8
+
+CONFIGS = [
+    (optim.Adam, {}),
+    (optim.Adam, {"amsgrad": True, "weight_decay": 0.1}),
+    (optim.Adam, {"maximize": True, "eps": 1e-3}),
+    (optim.Adam, {"decoupled_weight_decay": True, "weight_decay": 0.05, "amsgrad": True, "maximize": True}),
+    (optim.AdamW, {"lr": 0.01}),
+    (optim.Adadelta, {}),
+    (optim.Adadelta, {"weight_decay": 0.1, "maximize": True, "rho": 0.5}),
+    (optim.RMSprop, {}),
+    (optim.RMSprop, {"centered": True, "momentum": 0.9, "weight_decay": 0.01}),
+    (optim.RMSprop, {"momentum": 0.5, "maximize": True}),
+    (optim.Adagrad, {}),
+    (optim.Adagrad, {"lr_decay": 0.1, "initial_accumulator_value": 0.5, "weight_decay": 0.2, "maximize": True}),
+]
+IDS = [f"{c.__name__}-{'-'.join(map(str, kw.values())) or 'default'}" for c, kw in CONFIGS]
+
+
+def _loaded():
+    numba_hook.ready()
+    if not numba_hook.wait(120):
+        pytest.skip("numba kernels switched off (TRACEGRAD_KERNELS=numpy) or not loadable")
+
+
+def _arrays(dtype, seed, specials=True):
+    rng = np.random.default_rng(seed)
+    ps = [rng.standard_normal(s).astype(dtype) for s in SHAPES]
+    if specials:
+        ps[0][0, :4] = [np.inf, -0.0, 0.0, np.nan]
+        ps[1][:2] = [-np.inf, -0.0]
+    return ps
+
+
+def _grads(dtype, step, specials=True):
+    gs = [a * 0.5 for a in _arrays(dtype, 100 + step, specials=False)]
+    if specials:
+        gs[0][0, :6] = [np.nan, np.inf, -0.0, 0.0, np.nan, -np.inf]
+        gs[0][1, :3] = [0.0, -0.0, np.inf]
+        gs[2][0, 0, :2] = [-0.0, 1e-30]
+    if step % 3 == 1:
+        gs[3] = None  # a parameter without a gradient at this step
+    return gs
+
+
+def _pair(cls, kw, dtype, groups=True, seed=0):
+    """Two optimizers over equal parameters: the fused one and one kept on the NumPy update."""
+    made = []
+    for _ in range(2):
+        params = [nn.Parameter(p) for p in _arrays(dtype, seed)]
+        spec = [{"params": params[:4]}, {"params": params[4:], "lr": 0.03}] if groups else params
+        made.append((params, cls(spec, **kw)))
+    made[1][1]._flat_kind = None  # the NumPy reference
+    return made
+
+
+def _bits(a):
+    a = np.ascontiguousarray(a)
+    return a.view(np.uint8)
+
+
+def _same(pa, oa, pb, ob):
+    for x, y in zip(pa, pb, strict=True):
+        np.testing.assert_array_equal(_bits(x._data), _bits(y._data))
+    assert [sorted(s) for s in oa.state] == [sorted(s) for s in ob.state]
+    for sa, sb in zip(oa.state, ob.state, strict=True):
+        for k in sa:
+            np.testing.assert_array_equal(_bits(sa[k]), _bits(sb[k]), err_msg=k)
+
+
+def _count_runs(monkeypatch):
+    calls = []
+    real = numba_adam.run
+
+    def run(*a):
+        calls.append(a[0])
+        return real(*a)
+    monkeypatch.setattr(numba_adam, "run", run)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("cls,kw", CONFIGS, ids=IDS)
+def test_fused_update_has_numpy_s_bits(cls, kw, dtype, monkeypatch):
+    _loaded()
+    calls = _count_runs(monkeypatch)
+    (pa, oa), (pb, ob) = _pair(cls, kw, dtype)
+    with np.errstate(all="ignore"):
+        for step in range(5):
+            gs = _grads(dtype, step)
+            oa.step(gs)
+            ob.step(gs)
+            _same(pa, oa, pb, ob)
+    assert len(calls) == 5 and oa._flat_state is not None and ob._flat_state is None
+    base = oa._flat_state.parts[0].bufs[0]
+    assert all(np.shares_memory(s[oa._flat_order[0]], base) for s in oa.state
+               if s and s[oa._flat_order[0]].size)  # views of one buffer
+
+
+@pytest.mark.parametrize("cls,kw", CONFIGS[::2], ids=IDS[::2])
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_state_dict_round_trip_and_replaced_entries(cls, kw):
+    _loaded()
+    (pa, oa), (pb, ob) = _pair(cls, kw, "float32", groups=False)
+    for step in range(3):
+        gs = _grads("float32", step, specials=False)
+        oa.step(gs)
+        ob.step(gs)
+    sd = oa.state_dict()
+    (pc, oc), _ = _pair(cls, kw, "float32", groups=False)
+    for p, q in zip(pc, pa, strict=True):
+        p._data[...] = q._data
+    oc.load_state_dict(sd)  # a fresh fused optimizer from the checkpoint
+    name = oa._flat_order[0]
+    new = np.full(SHAPES[0], 0.25, "float32")
+    for o in (oa, ob, oc):  # the user replaces a state array: the next step must use it
+        o.state[0][name] = new.copy()
+    for step in range(3, 6):
+        gs = _grads("float32", step, specials=False)
+        for o in (oa, ob, oc):
+            o.step(gs)
+        _same(pa, oa, pb, ob)
+        _same(pc, oc, pb, ob)
+    sd2 = oc.state_dict()
+    assert not np.shares_memory(sd2["state"][0][name], oc.state[0][name])  # state_dict copies
+    oc.load_state_dict(sd)
+    np.testing.assert_array_equal(oc.state[0][name], sd["state"][0][name])
+
+
+def test_mixed_dtypes_mixed_amsgrad_and_replaced_parameters():
+    _loaded()
+    made = []
+    for _ in range(2):
+        ps = [nn.Parameter(a) for a in _arrays("float32", 1, specials=False)]
+        ps[5] = nn.Parameter(ps[5]._data.astype("float64"))
+        made.append((ps, optim.Adam([{"params": ps[:5], "amsgrad": True}, {"params": ps[5:]}], lr=0.01)))
+    (pa, oa), (pb, ob) = made
+    ob._flat_kind = None
+
+    def grads(step):
+        return [None if g is None else g.astype(p.dtype) for g, p in zip(_grads("float32", step, False), pa,
+                                                                             strict=True)]
+    for step in range(6):
+        if step == 3:  # the parameters' arrays replaced (model.load_state_dict assigning new ones): the layout follows
+            for p, q in zip(pa, pb, strict=True):
+                p._data = p._data.copy()
+                q._data = q._data.copy()
+        gs = grads(step)
+        oa.step(gs)
+        ob.step(gs)
+        _same(pa, oa, pb, ob)
+    assert len(oa._flat_state.parts) == 2
+    assert "max_exp_avg_sq" in oa.state[0] and "max_exp_avg_sq" not in oa.state[6]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_fallbacks_keep_numpy_s_values(monkeypatch):
+    _loaded()
+    (pa, oa), (pb, ob) = _pair(optim.Adadelta, {"weight_decay": 0.01}, "float32")
+    calls = _count_runs(monkeypatch)
+    gs = _grads("float32", 0, specials=False)
+    monkeypatch.setattr(numba_hook, "ready", lambda: False)  # the tiered start still loading
+    oa.step(gs)
+    ob.step(gs)
+    _same(pa, oa, pb, ob)
+    assert not calls and oa._flat_state is not None  # NumPy's update ran, on the views
+    monkeypatch.undo()
+    calls = _count_runs(monkeypatch)
+    gs = _grads("float32", 2, specials=False)
+    gs[0] = np.asfortranarray(gs[0])  # a gradient not C-contiguous: NumPy's update
+    oa.step(gs)
+    ob.step(gs)
+    _same(pa, oa, pb, ob)
+    assert not calls
+    oa.step(_grads("float32", 3))
+    ob.step(_grads("float32", 3))
+    _same(pa, oa, pb, ob)
+    assert calls
+
+
+def test_off_without_numba_and_for_float16(monkeypatch):
+    monkeypatch.setattr(numba_hook, "ENABLED", False)  # TRACEGRAD_KERNELS=numpy / numba absent
+    p = nn.Parameter(np.ones(4, "float32"))
+    opt = optim.Adam([p])
+    opt.step([np.ones(4, "float32")])
+    assert opt._flat_state is None and opt.state[0]["exp_avg"].base is None
+    monkeypatch.undo()
+    h = nn.Parameter(np.ones(4, "float16"))
+    opt = optim.RMSprop([h])
+    opt.step([np.ones(4, "float16")])
+    assert opt._flat_state is None and opt.state[0]["square_avg"].dtype == np.float16
+
+
+def test_a_state_entry_it_cannot_take_goes_to_numpy(monkeypatch):
+    _loaded()
+    (pa, oa), (pb, ob) = _pair(optim.Adam, {}, "float32", groups=False)
+    gs = _grads("float32", 0, specials=False)
+    oa.step(gs)
+    ob.step(gs)
+    for o in (oa, ob):  # a float64 state entry for a float32 parameter: NumPy's update keeps it float64
+        o.state[1]["exp_avg"] = o.state[1]["exp_avg"].astype("float64")
+    calls = _count_runs(monkeypatch)
+    gs = _grads("float32", 2, specials=False)
+    oa.step(gs)
+    ob.step(gs)
+    _same(pa, oa, pb, ob)
+    assert not calls and oa.state[1]["exp_avg"].dtype == np.float64
+
+
+def test_tensor_gradients_and_dot_grad():
+    _loaded()
+    (pa, oa), (pb, ob) = _pair(optim.AdamW, {}, "float32", groups=False)
+    gs = _grads("float32", 0, specials=False)
+    for p, g in zip(pa, gs, strict=True):
+        p.grad = None if g is None else tracer.tensor(g)
+    oa.step()
+    ob.step(gs)
+    _same(pa, oa, pb, ob)
