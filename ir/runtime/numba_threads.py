@@ -25,6 +25,9 @@ import sys
 # (layer_norm, cheaper per element, 0.9-1.5x). Waking the second thread costs tens of us; it pays for a
 # kernel of a few hundred us of serial work
 PARALLEL_SIZE = 1 << 18
+# a layer norm's row kernels (forward, dx, dgamma) count each element this many times against PARALLEL_SIZE
+# (they read a row two or three times: statistics, then the result)
+ROW_WEIGHT = 1
 _BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -81,9 +84,10 @@ def _loaded() -> str:
         return ""
 
 
-def use_parallel(size: int) -> bool:
-    """Whether a kernel over `size` elements should run its prange form."""
-    return size >= PARALLEL_SIZE and not _forked and threads() > 1
+def use_parallel(size: int, weight: int = 1) -> bool:
+    """Whether a kernel over `size` elements (each `weight` times the work of an elementwise pass) should run
+    its prange form."""
+    return size * weight >= PARALLEL_SIZE and not _forked and threads() > 1
 
 
 # GNU OpenMP is not fork-safe: a prange loop in a child forked after the pool started kills the child
@@ -106,4 +110,4 @@ def fork_safe(serial, parallel):
     return run
 
 
-__all__ = ["PARALLEL_SIZE", "fork_safe", "threads", "use_parallel"]
+__all__ = ["PARALLEL_SIZE", "ROW_WEIGHT", "fork_safe", "threads", "use_parallel"]

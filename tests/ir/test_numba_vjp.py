@@ -287,13 +287,41 @@ def test_parallel_forms_agree_with_the_serial_ones(monkeypatch):
     for fn, ins in cases:
         mod = _adjoint(fn, ins)
         serial, _ = _run(mod, ins)
-        monkeypatch.setattr(numba_vjp, "use_parallel", lambda size: True)
+        monkeypatch.setattr(numba_vjp, "use_parallel", lambda size, weight=1: True)
         parallel, compiled = _run(mod, ins)
         monkeypatch.undo()
         monkeypatch.setattr(numba_gen, "MIN_SIZE", 0)
         assert _chains(compiled)
         for a, b in zip(serial, parallel, strict=True):
             assert np.array_equal(a, b, equal_nan=True)
+
+
+def test_dgamma_column_blocks_give_the_same_bits():
+    # layer_norm_dgamma's column blocks (one per thread in its prange form): each column's float64 additions in
+    # row order however the columns are split, so serial and parallel agree bit for bit; within 1e-6 of float64
+    from ir.runtime import numba_vjp
+
+    module = numba_vjp._module()
+
+    def run(x, g, kernel, blocks):
+        acc = np.zeros(x.shape[1])
+        kernel(x, g, 1e-5, np.empty((x.shape[0], 2)), acc, blocks)
+        return acc
+    forms = ((module.layer_norm_dgamma_serial, 3), (module.layer_norm_dgamma_parallel, 2),
+             (module.layer_norm_dgamma_parallel, 40))
+    x, g = f32(300, 40) * 3 + 1, f32(300, 40)
+    one = run(x, g, module.layer_norm_dgamma_serial, 1)
+    for kernel, blocks in forms:
+        assert np.array_equal(run(x, g, kernel, blocks), one)
+    x64 = x.astype(np.float64)
+    c = x64 - x64.mean(-1, keepdims=True)
+    want = (g * (c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-5))).sum(0)
+    assert _error(one, want) < 1e-12
+    g[9, 3], g[11, 5] = np.nan, np.inf
+    one = run(x, g, module.layer_norm_dgamma_serial, 1)
+    assert np.isnan(one[3]) and np.isinf(one[5]) and np.isfinite(np.delete(one, [3, 5])).all()
+    for kernel, blocks in forms:
+        assert np.array_equal(run(x, g, kernel, blocks), one, equal_nan=True)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
