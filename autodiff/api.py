@@ -33,6 +33,7 @@ from .gradient import Gradient, _carries_gradient
 from .planner import parse_budget, plan_checkpoints
 from .step_args import (
     _array,
+    _buffer_key,
     _describe,
     _describe_leaf,
     _differentiable,
@@ -41,7 +42,6 @@ from .step_args import (
     _mismatch_report,
     _object_refs,
     _on_gpu,
-    _owner,
     _refuse_aliased_writes,
     _signature,
     _unshared,
@@ -480,7 +480,7 @@ class _GradFunction:
                 feed.append(fresh_seed(fresh) if fresh else t._data)
         else:
             feed.extend([t._data for t in captured])
-        value, grads = _unshared(c.step(*feed), {id(a if a.base is None else _owner(a)) for a in feed})
+        value, grads = _unshared(c.step(*feed), {id(a) if a.base is None else _buffer_key(a) for a in feed})
         if c.writes:  # fn wrote to tensors in place: write the new values where an eager call would have
             for (kind, i, _), new in zip(c.writes, value[c.n_fields:], strict=True):
                 if kind == "attr":  # a module attribute forward bound a traced value to: a new tensor there

@@ -26,7 +26,6 @@ from collections import OrderedDict
 import numpy as np
 
 import ir
-from ir.runtime.executor import buffer_owner
 from tracer import Tensor
 from tracer.attr_guards import GUARD_NAMES, AttributeGuards
 from tracer.capture import Lines
@@ -35,7 +34,15 @@ from tracer.tensor import active_trace
 from tracer.trace import is_scalar_input
 
 from . import pytree
-from .step_args import _feed_arg, _refuse_aliased_writes, _signature, _unshared
+from .step_args import (
+    _buffer_key,
+    _feed_arg,
+    _meminfo_type,
+    _NoMemInfo,
+    _refuse_aliased_writes,
+    _signature,
+    _unshared,
+)
 
 trace_module = importlib.import_module("tracer.trace")  # the module (tracer.trace is also the function)
 MISS = object()  # a glue's answer when this call is not the signature it was built for
@@ -72,7 +79,8 @@ def build(step, c, call: pytree.CallTree, args: list):
 def _write(step, c, call, args) -> tuple[str, dict]:
     ns = dict(GUARD_NAMES)
     ns.update(MISS=MISS, ndarray=np.ndarray, asarray=np.asarray, id=id, type=type, len=len, tuple=tuple,
-              isinstance=isinstance, active=active_trace, environ=os.environ, owner=buffer_owner,
+              isinstance=isinstance, active=active_trace, environ=os.environ, key=_buffer_key,
+              MemInfo=_meminfo_type(), NoMemInfo=_NoMemInfo, meminfo_type=_meminfo_type,
               unshared=_unshared, feed_arg=_feed_arg, signature=_signature, is_scalar=is_scalar_input,
               fresh_seed=fresh_seed, wrap=Tensor.wrap, refuse=_refuse_aliased_writes, S=step, C=c, CALL=call,
               LI=step.leaf_index, rebuild_aux=pytree.rebuild_aux, trace_module=trace_module, env=_ENV)
@@ -101,7 +109,7 @@ def _write(step, c, call, args) -> tuple[str, dict]:
     checks = lines.lines
     lines.lines, lines.indent = [], 1
     _run(lines, step, c, leaves, feeds, found)
-    text = ["def glue(args, kwargs):", "    try:", *checks,
+    text = ["def glue(args, kwargs):", "    global MemInfo", "    try:", *checks,
             "    except Exception:  # something the generic path must look at (and may raise about)",
             "        return MISS", *lines.lines]
     return "\n".join(text) + "\n", ns
@@ -205,20 +213,23 @@ def _run(lines: Lines, step, c, leaves: list[str], feeds: dict[int, str], found:
         raise _Unsupported
     outs: list[str] = []
     value, grads = _unpack_out(lines, "out", body_t, outs)
-    # Most calls: every result a buffer of its own, none of them fed in; else the checks one by one below. (A
-    # buffer of its own can only be an input itself: nothing the step sees holds a fed view's base.)
-    line("slow = " + " or ".join([f"{o}.base is not None" for o in outs] + [
-        f"len(ids := {{{', '.join(f'id({o})' for o in outs)}}}) != {len(outs)}",
-        f"not ids.isdisjoint(({''.join(f'id({p}), ' for p in names)}))"]))
+    # Most calls: every result a buffer of its own (an array owning its memory, or one numba allocated: its base a
+    # MemInfo over no array of the caller's, named by its address), no two the same, none of them fed in; else
+    # the checks one by one below. (A buffer of its own can only be an input itself: nothing the step sees holds
+    # a fed view's base.)
+    keys = [lines.name("k") for _ in outs]
+    for k, o in zip(keys, outs, strict=True):
+        line(f"{k} = id({o}) if (b := {o}.base) is None else b.data if type(b) is MemInfo and b.parent is None else 0")
+    line(f"fed = ({''.join(f'id({p}) if {p}.base is None else key({p}), ' for p in names)})")
+    line(f"slow = 0 in (ks := {{{', '.join(keys)}}}) or len(ks) != {len(outs)} or not ks.isdisjoint(fed)")
     line("if slow:")
     lines.indent += 1
-    if names:
-        line("fed = {" + ", ".join(f"id({p} if {p}.base is None else owner({p}))" for p in names) + "}")
-        for o in outs:  # a result that is (a view of) an input, or read-only: the user's copy
-            line(f"if {o}.base is not None or id({o}) in fed:")
-            line(f"{o} = unshared({o}, fed)", 1)
-    else:
-        line("pass")
+    line("if MemInfo is NoMemInfo:  # numba was imported since this glue was made")
+    line("MemInfo = meminfo_type()", 1)
+    line("fed = set(fed)")
+    for o in outs:  # a result that is (a view of) an input, or read-only: the user's copy
+        line(f"if {o}.base is not None or id({o}) in fed:")
+        line(f"{o} = unshared({o}, fed)", 1)
     lines.indent -= 1
     if c.writes:
         if not isinstance(value, list) or len(value) < c.n_fields + len(c.writes):
@@ -239,7 +250,7 @@ def _run(lines: Lines, step, c, leaves: list[str], feeds: dict[int, str], found:
         lines.indent += 1
         line("seen = set()")
         for n in order:
-            line(f"o = id({n}) if {n}.base is None else id(owner({n}))")
+            line(f"o = id({n}) if {n}.base is None else key({n})")
             line("if o in seen:")
             line(f"{n} = {n}.copy()", 1)
             line("else:")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 import weakref
 from collections.abc import Iterator
 
@@ -92,7 +93,7 @@ def _distinct(value, seen: set[int]):
     gradient in place) must not change another, as in torch."""
     if isinstance(value, tuple):
         return tuple(_distinct(v, seen) for v in value)
-    owner = id(value if value.base is None else _owner(value))
+    owner = id(value) if value.base is None else _buffer_key(value)
     if owner in seen:
         return value.copy()
     seen.add(owner)
@@ -108,7 +109,7 @@ def _unshared(value, fed: set[int]):
     if value.base is None and id(value) not in fed:  # a buffer of its own, not fed in: most results
         return value
     # a read-only result (a broadcast view) is copied too: gradients handed back are the user's to write
-    if id(_owner(value)) in fed or not getattr(value.flags, "writeable", True):
+    if _buffer_key(value) in fed or not getattr(value.flags, "writeable", True):
         return value.copy()
     return value
 
@@ -118,7 +119,35 @@ def _buffer(a):
     data = a._data if isinstance(a, Tensor) else a
     if not hasattr(data, "base") or not hasattr(data, "shape"):
         return None
-    return id(data if data.base is None else _owner(data))
+    return id(data) if data.base is None else _buffer_key(data)
+
+
+class _NoMemInfo:
+    """Stands for numba's MemInfo type while numba is not imported (no array has one as its base then)."""
+
+
+def _meminfo_type() -> type:
+    """The type numba gives as the base of each array it returns (its runtime's MemInfo), once numba is imported."""
+    runtime = sys.modules.get("numba.core.runtime._nrt_python")
+    return getattr(runtime, "_MemInfo", _NoMemInfo)
+
+
+def _buffer_key(array) -> int:
+    """An int naming the memory `array`'s values live in: the id of the array owning it, or, for memory numba
+    allocated, the allocation's address. numba hands each array it returns back with a MemInfo of its own as
+    its base (views of one allocation too), and NumPy's views of such an array have that MemInfo as theirs;
+    a MemInfo over an array passed into numba names that array (its `parent`)."""
+    meminfo = _meminfo_type()
+    while True:
+        owner = _owner(array)
+        base = owner.base
+        if type(base) is not meminfo:
+            return id(owner)
+        array = base.parent
+        if array is None:
+            return base.data
+        if not hasattr(array, "base"):  # numba took a buffer that is not an array
+            return id(array)
 
 
 def _refuse_aliased_writes(c, call: pytree.CallTree, args, captured) -> None:

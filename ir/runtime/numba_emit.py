@@ -525,13 +525,23 @@ _FILLS = {"zeros": lambda a: 0, "ones": lambda a: 1, "full": lambda a: a["fill_v
 _READS_LAZY = frozenset({"sum", "mean", "collapse_sum_to", "nn.cross_entropy_with_logits"})
 
 
-def _returned(g, r):
-    """The return expression; a (view of a) constant is copied, as the executor's `u` does."""
+def _returned(g, r, seen=None):
+    """The return expression. A (view of a) constant is copied, as the executor's `u` does; so is a view of a
+    parameter and every result after the first on one allocation: numba hands each returned view back with a
+    MemInfo of its own as its base, not the array it views, so a caller could not see the sharing (a gradient
+    w2.T handed back over w2's buffer). A parameter itself comes back as the same object. Each result is thus
+    the parameter passed, or a buffer of its own (autodiff's glue relies on it)."""
+    seen = set() if seen is None else seen
     if isinstance(r, tuple):
-        fields = [_returned(g, f) for f in r]
+        fields = [_returned(g, f, seen) for f in r]
         return f"({', '.join(fields)}{',' if len(fields) == 1 else ''})"
-    if r.const:
-        return f"{r.name}.copy()"
+    param = any(r is v for v, _ in g.params)
+    if r.const or (r.alloc is None and not param) or (r.alloc is not None and r.alloc in seen):
+        out = g.new(r.shape, r.dtype)
+        g.line(f"    {out.name} = {r.name}.copy()", r)
+        seen.add(out.alloc)
+        return out.name
+    seen.add(r.alloc)
     return r.name
 
 
@@ -546,11 +556,11 @@ def source(fn, name="main"):
     """(module source, array constants, peak bytes of the function's own allocations) for IR function `fn`;
     raises Unsupported when it has something the generator does not emit."""
     g = _Gen(fn)
-    ret = _returned(g, g.result)
+    returned: set = set()
+    ret = _returned(g, g.result, returned)
     end = len(g.lines)
-    for r in _leaves(g.result):  # returned arrays live to the end
-        if r.alloc is not None:
-            g.uses[r.alloc] = end
+    for alloc in returned - {None}:  # returned arrays live to the end
+        g.uses[alloc] = end
     args = [v.name for v, _ in g.params] + [f"c{i}" for i in range(len(g.arrays))]
     sig = _signature_text(g.params, g.arrays)
     jit = f'@njit({sig}, cache=True, error_model="numpy", fastmath={{"contract"}}, boundscheck=False)'
@@ -559,14 +569,6 @@ def source(fn, name="main"):
     text = (_HEADER.format(name=name, package=__package__) + consts + f"\n\n{jit}\ndef program({', '.join(args)}):\n"
             + "\n".join(body) + f"\n    return {ret}\n")
     return text, g.arrays, _peak(g, end)
-
-
-def _leaves(r):
-    if isinstance(r, tuple):
-        for f in r:
-            yield from _leaves(f)
-    else:
-        yield r
 
 
 def _peak(g, end) -> int:
