@@ -26,7 +26,7 @@ SLOTS = numba_adam.SLOTS
 class _Part:
     """The parameters of one dtype: their rows (index into opt.params), offsets, buffers and coefficients."""
 
-    def __init__(self, dtype, rows, datas, order, union, width):
+    def __init__(self, dtype, rows, datas, order, union, group_of, width):
         self.dtype, self.rows = dtype, rows
         n = -(-len(rows) // SLOTS) * SLOTS  # padded to whole calls
         self.offs = np.zeros(n + 1, np.int64)
@@ -37,36 +37,50 @@ class _Part:
         self.flat_p = [datas[i].reshape(-1) for i in rows]
         self.empty = self.scratch = np.zeros(0, dtype)  # scratch: -g where a group maximizes (made then)
         self.largest = max(datas[i].size for i in rows)
-        self.pairs = [self.empty] * (2 * n)
+        self.pairs = [self.empty] * (2 * n)  # the kernel's (p, g) arguments; the gradients' emptied after a step
+        self.no_grads = [self.empty] * n
+        # runs of rows in one group: (group, first row, end row)
+        self.runs = []
+        for r, i in enumerate(rows):
+            if self.runs and self.runs[-1][0] == group_of[i] and self.runs[-1][2] == r:
+                self.runs[-1][2] = r + 1
+            else:
+                self.runs.append([group_of[i], r, r + 1])
+        self.fn = None  # the kind's kernel, once numba has it
 
 
 class Flat:
-    """The flat state of one optimizer for one set of parameter arrays (`datas`, by identity)."""
+    """The flat state of one optimizer for one set of parameter arrays (`datas`, by identity) and of the state
+    names its groups use (`used`); `ok` False where the arrays do not qualify (the NumPy update runs)."""
 
-    def __init__(self, opt, datas, order, used):
-        self.datas = datas
-        self.order, self.used = order, used  # the kind's buffer names; the names each group uses now
-        union = self.union = {n for names in used for n in names}
+    def __init__(self, opt, datas, used):
+        self.datas, self.used = datas, used
+        self.ok = all(type(d) is np.ndarray and d.dtype in numba_adam.DTYPES and d.flags.c_contiguous
+                      and d.flags.writeable for d in datas)
+        if not self.ok:
+            return
+        self.union = {n for names in used for n in names}
         self.parts = []
-        self.where = {}  # parameter index -> (part, row in it)
+        where = {}  # parameter index -> (part, row in it)
         for dtype in numba_adam.DTYPES:
             rows = [i for i, d in enumerate(datas) if d.dtype == dtype]
             if rows:
-                part = _Part(dtype, rows, datas, order, union, len(numba_adam.ROWS[opt._flat_kind]))
+                part = _Part(dtype, rows, datas, opt._flat_order, self.union, opt._group_of,
+                             len(numba_adam.ROWS[opt._flat_kind]))
                 self.parts.append(part)
-                self.where.update({i: (part, r) for r, i in enumerate(rows)})
-        self.views = [self._views(i, datas[i]) for i in range(len(datas))]
+                where.update({i: (part, r) for r, i in enumerate(rows)})
+        views = [self._views(opt._flat_order, *where[i], d) for i, d in enumerate(datas)]
+        # every (parameter, state name) the groups use, flat: the per-step check that each entry is its view
+        keys = [(i, n) for i in range(len(datas)) for n in used[opt._group_of[i]]]
+        self.key_params = [i for i, _ in keys]
+        self.key_names = [n for _, n in keys]
+        self.key_views = [views[i][n] for i, n in keys]
+        self.views = views
+        self.last_rows = None  # the coefficient rows written last (unchanged ones are not written again)
 
-    def _views(self, i, data):
-        part, r = self.where[i]
+    def _views(self, order, part, r, data):
         a, b = int(part.offs[r]), int(part.offs[r + 1])
-        return {n: buf[a:b].reshape(data.shape) for n, buf in zip(self.order, part.bufs, strict=True)
-                if n in self.union}
-
-
-def _qualifies(datas) -> bool:
-    return all(type(d) is np.ndarray and d.dtype in numba_adam.DTYPES and d.flags.c_contiguous and d.flags.writeable
-               for d in datas)
+        return {n: buf[a:b].reshape(data.shape) for n, buf in zip(order, part.bufs, strict=True) if n in self.union}
 
 
 def update(opt, arrays: list) -> bool:
@@ -74,44 +88,58 @@ def update(opt, arrays: list) -> bool:
     into their views, same values) where the NumPy update must run."""
     if not numba_hook.ENABLED:
         return False
-    params, groups = opt.params, opt.param_groups
+    groups, flat = opt.param_groups, opt._flat_state
     used = [opt._flat_names(g) for g in groups]
-    flat = opt._flat_state
-    datas = [p._data for p in params]
-    if flat is None or flat.used != used or not all(map(operator.is_, flat.datas, datas)):
-        if not _qualifies(datas):
-            opt._flat_state = None
-            return False
-        flat = opt._flat_state = Flat(opt, datas, opt._flat_order, used)
-    ndarray = np.ndarray
+    if flat is None or flat.used != used or not all(map(operator.is_, flat.datas, [p._data for p in opt.params])):
+        flat = opt._flat_state = Flat(opt, [p._data for p in opt.params], used)
+    if not flat.ok:
+        return False
+    ndarray, missing = np.ndarray, False
     for g in arrays:
-        if g is not None and (type(g) is not ndarray or not g.flags.c_contiguous):
+        if g is None:
+            missing = True
+        elif type(g) is not ndarray or not g.flags.c_contiguous:
             return False
-    if not _sync(opt, flat, arrays):
+    states = opt.state
+    if (missing or not all(map(operator.is_, map(dict.get, [states[i] for i in flat.key_params], flat.key_names),
+                                flat.key_views))) and not _sync(opt, flat, arrays):
         return False
     kind = opt._flat_kind
-    if not all([numba_adam.ready(kind, part.dtype) for part in flat.parts]):  # each dtype's kernel queued
-        return False
-    step, skipped, group_of, coefs = opt.step_count, opt.skipped, opt._group_of, opt._flat_coefs
-    same_t = skipped.count(skipped[0]) == len(skipped)
+    for part in flat.parts:
+        if part.fn is None:
+            if not numba_adam.ready(kind, part.dtype):  # queued for the background load
+                return False
+            part.fn = numba_adam.kernel(kind)
+    step, skipped, coefs = opt.step_count, opt.skipped, opt._flat_coefs
+    same_t = not missing and skipped.count(skipped[0]) == len(skipped)
     rows = [coefs(g, step - skipped[0]) for g in groups] if same_t else None
+    write = not same_t or rows != flat.last_rows
+    flat.last_rows = rows
     maximize = any(g["maximize"] for g in groups)
     for part in flat.parts:
         if maximize and part.scratch.size < part.largest:
             part.scratch = np.empty(part.largest, part.dtype)
         coef, pairs, flat_p = part.coef, part.pairs, part.flat_p
+        if write:
+            for gi, a, b in part.runs:
+                if same_t:
+                    coef[a:b] = rows[gi]
+                else:
+                    for r in range(a, b):
+                        coef[r] = coefs(groups[gi], step - skipped[part.rows[r]])
         for r, i in enumerate(part.rows):
             g = arrays[i]
             if g is None:
                 pairs[2 * r] = pairs[2 * r + 1] = part.empty
-                continue
-            coef[r] = rows[group_of[i]] if same_t else coefs(groups[group_of[i]], step - skipped[i])
-            pairs[2 * r] = flat_p[r]
-            pairs[2 * r + 1] = g.reshape(-1)
-        numba_adam.run(kind, part.dtype, part.offs, coef, part.bufs, part.scratch, pairs)
-    for i, g in enumerate(arrays):
-        if g is None:
-            skipped[i] += 1
+            else:
+                pairs[2 * r] = flat_p[r]
+                pairs[2 * r + 1] = g if g.ndim == 1 else g.reshape(-1)
+        numba_adam.run(part.fn, part.offs, coef, part.bufs, part.scratch, pairs)
+        pairs[1::2] = part.no_grads  # not kept alive until the next step
+    if missing:
+        for i, g in enumerate(arrays):
+            if g is None:
+                skipped[i] += 1
     return True
 
 
