@@ -55,6 +55,54 @@ def add_back(dx, taps):
                             dst[x + j] += src[x]
 '''
 
+
+_POOL = '''
+
+@njit(cache=True, error_model="numpy")
+def {name}(dx, g, data, zero):
+    # 2x2 windows tiling data exactly (stride 2), as (R, 2, Wo, 2) views of dx and data, g (R, Wo): each window's
+    # first maximum (row-major, a NaN first, as argmax) gets zero + g, its other taps zero + g * zero (NaN for a
+    # NaN or inf g), as the reference's scatter of g * one_hot into zeros{relu_doc}
+    rows, wo = g.shape
+    for r in range(rows):
+        top, bottom, otop, obottom, grow = data[r, 0], data[r, 1], dx[r, 0], dx[r, 1], g[r]
+        for ox in range(wo):
+            a0, a1, a2, a3 = top[ox, 0], top[ox, 1], bottom[ox, 0], bottom[ox, 1]
+            if (a0 == a0) & (a1 == a1) & (a2 == a2) & (a3 == a3):
+                t1 = a1 > a0
+                m = a1 if t1 else a0
+                t2 = a2 > m
+                m = a2 if t2 else m
+                t3 = a3 > m
+            else:  # a NaN takes the window from any number before it, and nothing takes it from a NaN
+                t1 = (a1 > a0) | ((a1 != a1) & (a0 == a0))
+                m = a1 if t1 else a0
+                t2 = (a2 > m) | ((a2 != a2) & (m == m))
+                m = a2 if t2 else m
+                t3 = (a3 > m) | ((a3 != a3) & (m == m))
+            gv = grow[ox]
+            hit, miss = zero + gv, zero + gv * zero
+            v0 = hit if not (t1 | t2 | t3) else miss
+            v1 = hit if t1 > (t2 | t3) else miss
+            v2 = hit if t2 > t3 else miss
+            v3 = hit if t3 else miss{relu}
+            otop[ox, 0] = v0
+            otop[ox, 1] = v1
+            obottom[ox, 0] = v2
+            obottom[ox, 1] = v3
+'''
+_RELU = """
+            v0 = zero if a0 <= zero else v0
+            v1 = zero if a1 <= zero else v1
+            v2 = zero if a2 <= zero else v2
+            v3 = zero if a3 <= zero else v3"""
+# Selects, no branches on the values but the rare NaN window's: a relu's output (half its taps 0) made a branching
+# scan's comparisons unpredictable (10 ns a window against 3-5 here); the relu is a kernel of its own, since a flag
+# tested in the loop turned the selects into branches again (5x slower).
+_SOURCE += _POOL.format(name="pool_backward", relu="", relu_doc=".")
+_SOURCE += _POOL.format(name="relu_pool_backward", relu=_RELU, relu_doc="; then zero where data <= 0 (NaN data\n"
+                        "    # keeps its gradient), relu's backward.")
+
 # Indices built from loop counters only: numba then knows them non-negative and vectorises the inner loop; with
 # strides or dilations passed in (x * sw + j * dw) each access carries a wrap-around test and the loops ran 2x
 # slower than NumPy's. Other strides and dilations keep NumPy's moves.
@@ -72,6 +120,8 @@ def _load():
         cols, xpad = np.zeros((1, 1, 1, 1, 1, 1), t), np.zeros((1, 1, 1, 1), t)
         _module().fill(cols, xpad)
         _module().add_back(xpad, cols)
+        _module().pool_backward(cols[0, 0], xpad[0, 0], cols[0, 0], t.type(0))
+        _module().relu_pool_backward(cols[0, 0], xpad[0, 0], cols[0, 0], t.type(0))
 
 
 def usable(dtype) -> bool:
@@ -106,4 +156,18 @@ def add_back(dx, taps, strides, dilation) -> bool:
     return True
 
 
-__all__ = ["add_back", "fill", "usable"]
+def pool_backward(dx, g, data, pool_size, relu) -> bool:
+    """dx <- max_pool2d's gradient for 2x2 windows tiling data exactly (stride 2, even H and W), 0 where
+    data <= 0 if `relu`; False: not done (other windows, shapes, dtypes or layouts: NumPy's)."""
+    n, c, h, w = data.shape
+    dtype = data.dtype
+    if (tuple(pool_size) != (2, 2) or h % 2 or w % 2 or not (dx.dtype == g.dtype == dtype and usable(dtype))
+            or not all(a.flags.c_contiguous for a in (dx, g, data))):
+        return False
+    quad = (n * c * h // 2, 2, w // 2, 2)
+    kernel = _module().relu_pool_backward if relu else _module().pool_backward
+    kernel(dx.reshape(quad), g.reshape(quad[0], quad[2]), data.reshape(quad), dtype.type(0))
+    return True
+
+
+__all__ = ["add_back", "fill", "pool_backward", "usable"]

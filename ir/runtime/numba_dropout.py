@@ -56,8 +56,9 @@ def _load():
         _module().dropout(x, np.empty_like(x), np.uint64(1), np.uint64(1), t.type(1))
 
 
-def dropout(xp, x, seed, rate):
-    """nn.dropout: one numba loop where it may run, else the NumPy kernel (the same values)."""
+def dropout(xp, x, seed, rate, out=None):
+    """nn.dropout: one numba loop where it may run (into `out`, planned storage of x's shape and dtype, when
+    given), else the NumPy kernel (the same values)."""
     if (rate == 0.0 or not numba_hook.ENABLED or xp is not np or type(x) is not np.ndarray or x.dtype not in _DTYPES
             or x.size < MIN_SIZE):
         return _NUMPY(xp, x, seed, rate)
@@ -65,10 +66,10 @@ def dropout(xp, x, seed, rate):
         numba_hook.prepare(("dropout",), _load)
         return _NUMPY(xp, x, seed, rate)
     key = np.uint64(int(_nn_ops._key(np, seed)[0]))
-    out = np.empty(x.size, x.dtype)
-    _module().dropout(np.ascontiguousarray(x).reshape(-1), out, key, np.uint64(_nn_ops._threshold(rate)),
-                      x.dtype.type(1.0 / (1.0 - rate)))
-    return out.reshape(x.shape)
+    result = np.empty(x.shape, x.dtype) if out is None else out
+    _module().dropout(np.ascontiguousarray(x).reshape(-1), result.reshape(-1), key,
+                      np.uint64(_nn_ops._threshold(rate)), x.dtype.type(1.0 / (1.0 - rate)))
+    return result
 
 
 if numba_hook.ENABLED:  # with TRACEGRAD_KERNELS=numpy (or no numba) the op keeps its NumPy kernel untouched

@@ -27,10 +27,11 @@ from ..ops.manipulate import perm_axes
 from ..ops.reduction import kernel_axes
 from ..ops.registry import get_op
 from ..types import TensorType, TupleType
-from . import numba_hook, split2, vjp_chains
+from . import dense_chains, numba_hook, split2, vjp_chains
+from .conv_specialize import BUILDERS as _CONV_BUILDERS
 
 _FLOATS = ("float32", "float64")
-_TUPLE_ARGS = frozenset({"concat"})  # ops whose one argument is a tuple of tensors
+_TUPLE_ARGS = frozenset({"concat", "stack"})  # ops whose one argument is a tuple of tensors
 _UFUNCS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "maximum": np.maximum,
            "minimum": np.minimum, "negative": np.negative, "abs": np.absolute, "exp": np.exp, "log": np.log,
            "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "less": np.less,
@@ -48,6 +49,10 @@ def specialize(call: Call, xp):
         # a backward chain's row kernel, the tanh GELU's forward as the same x * sigmoid(2u), the embedding
         # gradient's scatter-add as one loop (ir.runtime.vjp_chains)
         fast = vjp_chains.kernel(call)
+        if fast is not None:
+            return fast
+    if call.op == "fused":  # a dense layer's bias + relu, relu's backward: one pass each (ir.runtime.dense_chains)
+        fast = dense_chains.kernel(call)
         if fast is not None:
             return fast
     types = [a.type for a in call.args]
@@ -200,6 +205,9 @@ def _sum_reshape(x, axes, shape):
     return np.add.reduce(x, axis=axes, keepdims=True).reshape(shape)
 
 
+_sum_reshape.fresh = True  # a new array, never a view of x: ir.runtime.storage may plan x's buffer
+
+
 def _permute(name, types, out, axes):
     axes = perm_axes(get_op(name), axes, types[0].ndim)
     if axes == (1, 0):
@@ -233,6 +241,28 @@ def _concat(name, types, out, axis):
 
 def _concatenate(xs, axis, out=None):
     return np.concatenate(xs, axis=axis, out=out)
+
+
+def _stack(name, types, out, axis):
+    # into planned storage (the generic kernel allocates each call); ir.runtime.concat_heads makes the GPT's
+    axis %= out.ndim
+    if any(t.dtype != out.dtype for t in types) or 0 in out.shape:
+        return None
+    if axis and split2.threads() > 1 and out.shape[0] >= 2 and math.prod(out.shape) >= split2.MIN_SIZE:
+        return planned(functools.partial(_stack_split, axis=axis, half=out.shape[0] // 2, shape=out.shape))
+    return planned(functools.partial(_stack_into, axis=axis))
+
+
+def _stack_into(xs, axis, out=None):
+    return np.stack(xs, axis=axis, out=out)
+
+
+def _stack_split(xs, axis, half, shape, out=None):
+    """np.stack's copies, the first `half` along axis 0 here and the rest on split2's worker (the same bits)."""
+    out = np.empty(shape, xs[0].dtype) if out is None else out
+    split2.run(functools.partial(np.stack, [x[:half] for x in xs], axis, out[:half]),
+               functools.partial(np.stack, [x[half:] for x in xs], axis, out[half:]))
+    return out
 
 
 def _nll_backward(name, types, out, reduction, ignore_index):
@@ -343,8 +373,9 @@ def _layer_norm_(data, gamma, beta, axes, count, epsilon, out=None, scratch=(Non
 _BUILDERS = {**{n: _ufunc for n in _UFUNCS}, **{n: _float_ufunc for n in _FLOAT_UFUNCS}, "matmul": _matmul,
              "nn.relu": _relu, "where": _where_, "sum": _reduction, "mean": _reduction, "max": _reduction,
              "min": _reduction, "collapse_sum_to": _collapse, "permute_dims": _permute, "reshape": _reshape,
-             "expand_dims": _reshape, "squeeze": _reshape, "astype": _astype, "nn.softmax": _softmax,
+             "expand_dims": _reshape, "squeeze": _reshape, "astype": _astype, "stack": _stack, "nn.softmax": _softmax,
              "nn.log_softmax": _softmax, "nn.gelu": _gelu, "nn.layer_norm": _layer_norm, "concat": _concat,
-             "grad.nll_loss_backward": _nll_backward, "nn.cross_entropy_with_logits": _ce_logits}
+             "grad.nll_loss_backward": _nll_backward, "nn.cross_entropy_with_logits": _ce_logits,
+             **_CONV_BUILDERS}  # conv, pool and dropout kernels taking out= (ir.runtime.conv_specialize)
 
 __all__ = ["planned", "specialize"]

@@ -46,8 +46,12 @@ def takes_out(fn) -> bool:
 
 
 def _fresh_kernel(fn) -> bool:
-    """The kernel's result is always a new array or its `out`, never a view of an operand."""
-    return takes_out(fn) and getattr(fn, "fresh", True)
+    """The kernel's result is always a new array or its `out`, never a view of an operand: an out=-capable kernel
+    not marked otherwise, or one (or the function of a partial) marked `fresh = True` (a reduction's reshaped
+    result, ir.runtime.specialize's _sum_reshape)."""
+    if getattr(fn, "fresh", None) is True or getattr(getattr(fn, "func", None), "fresh", None) is True:
+        return True
+    return takes_out(fn) and getattr(fn, "fresh", True) is True
 
 
 class Plan(NamedTuple):
