@@ -1,6 +1,7 @@
 """SGD's update as one numba loop per parameter (the `fast` extra): momentum, dampening, nesterov, weight
-decay, maximize. (Adam's as one loop was measured no faster than NumPy's ten in-place ufunc calls, 229 vs
-227 us on (128, 512) float32: its sqrt and division do not vectorise without fastmath, so it is not here.)
+decay, maximize. (Adam, Adadelta, RMSprop and Adagrad: ir.runtime.numba_adam, one call per step over flat
+state; the earlier finding here that one Adam loop was no faster than NumPy's ufuncs came from numba's default
+error_model="python", under which division and sqrt do not vectorise.)
 
 nn.optim.SGD calls `sgd` here, or `sgd_all` (one call for a whole plain-SGD step); each returns False
 (and changes nothing) where the NumPy update must run
