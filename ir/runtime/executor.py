@@ -21,7 +21,17 @@ from ..cuda_hint import require_cupy
 from ..nodes import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var
 from ..ops.registry import get_op
 from ..types import IRError, TensorType, TupleType, Type
-from . import anomaly, cross_entropy, numba_hook, numba_program, pool_relu, storage, vjp_chains, weight_layout
+from . import (
+    anomaly,
+    concat_heads,
+    cross_entropy,
+    numba_hook,
+    numba_program,
+    pool_relu,
+    storage,
+    vjp_chains,
+    weight_layout,
+)
 from .codegen import generate
 from .instructions import ALIAS, CALL, GETITEM, SPEC, TUPLE
 from .reuse import FRESH, plan_reuse
@@ -115,6 +125,7 @@ class CompiledFunction:
             fn = cross_entropy.rewrite(fn)
             fn = pool_relu.rewrite(fn)  # relu's backward after max-pool's as one op (ir.runtime.pool_relu)
             fn = weight_layout.rewrite(fn)  # a weight^T many matmuls read, copied once (ir.runtime.weight_layout)
+            fn = concat_heads.rewrite(fn)  # q/k/v gradients stacked in one copy (ir.runtime.concat_heads)
             if numba_hook.ENABLED:  # softmax/layer_norm/GELU backward chains as numba row kernels
                 fn = vjp_chains.rewrite(fn)
         self.name, self.xp, self.stats, self.fn = name, xp, stats, fn
