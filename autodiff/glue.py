@@ -91,7 +91,7 @@ def _write(step, c, call, args) -> tuple[str, dict]:
     fail("trace_module._depth and active() is not None")
     fail(_CHECK_FLAG)
     leaves = _unpack_call(lines, call)
-    feeds = _check_leaves(lines, step, c, leaves, args, _signature)
+    feeds, checked = _check_leaves(lines, step, c, leaves, args, _signature)
     for t in step.leaves:  # which wrt leaves are frozen is part of the key (requires_grad is `_ag is not None`)
         if t._is_parameter:
             fail(f"{const(t)}._ag is {'None' if t.requires_grad else 'not None'}")
@@ -108,7 +108,8 @@ def _write(step, c, call, args) -> tuple[str, dict]:
             fail(f"id({found[k]}) in LI")
     checks = lines.lines
     lines.lines, lines.indent = [], 1
-    _run(lines, step, c, leaves, feeds, found)
+    checked.update(f"{f}_data" for k, f in enumerate(found) if f is not None and c.sources.types[k][2] is np.ndarray)
+    _run(lines, step, c, leaves, feeds, found, checked)
     text = ["def glue(args, kwargs):", "    global MemInfo", "    try:", *checks,
             "    except Exception:  # something the generic path must look at (and may raise about)",
             "        return MISS", *lines.lines]
@@ -158,18 +159,21 @@ def _assign(lines: Lines, names: list[str], expr: str) -> None:
         lines.line(f"{', '.join(names)}{',' if len(names) == 1 else ''} = {expr}")
 
 
-def _check_leaves(lines: Lines, step, c, leaves: list[str], args: list, signature) -> dict[int, str]:
-    """The checks of each leaf's part of the cache key; per leaf fed to the step, the expression fed."""
+def _check_leaves(lines: Lines, step, c, leaves: list[str], args: list, signature) -> tuple[dict[int, str], set]:
+    """The checks of each leaf's part of the cache key; per leaf fed to the step, the expression fed; and those
+    of the fed expressions that are NumPy arrays of their parameter's shape and dtype once the checks pass."""
     const, fail = lines.const, lines.fail
     objects = dict(c.objects)
     inputs = {i: c.params[k] for k, i in enumerate(c.inputs)}
     feeds: dict[int, str] = {}
+    checked: set[str] = set()
     for i, (x, a) in enumerate(zip(leaves, args, strict=True)):
         sig = signature(a, step.leaf_index, step.static_scalars)
         data = a._data if isinstance(a, Tensor) else None
         if sig[0] == "tensor" and type(a) is np.ndarray:
             fail(f"type({x}) is not ndarray or {x}.shape != {a.shape!r} or {_dtype_test(x, const(a.dtype))}")
             feeds[i] = x
+            checked.add(x)
         elif sig[0] == "tensor" and type(data) is np.ndarray:
             d = f"{x}_data"
             fail(f"type({x}) is not {const(type(a))}")
@@ -178,24 +182,27 @@ def _check_leaves(lines: Lines, step, c, leaves: list[str], args: list, signatur
             leaf = sig[3]
             fail(f"id({x}) in LI" if leaf is None else f"{x} is not {const(step.leaves[leaf])}")
             feeds[i] = d
+            checked.add(d)
         elif sig[0] == "scalar":
             fail(f"type({x}) is not {const(type(a))} or not is_scalar({x})")
             if i in inputs:
                 feeds[i] = f"asarray({x}, {inputs[i].type.dtype!r})"
+                if inputs[i].type.shape == ():
+                    checked.add(feeds[i])
         elif sig[0] == "object":
             fail(f"{x} is not {const(objects[i])}()")
         else:
             fail(f"type({x}) is not {const(type(a))} or signature({x}, LI, {step.static_scalars}) != {const(sig)}")
         if i in inputs and i not in feeds:
             feeds[i] = f"feed_arg({x}, {const(inputs[i])})"
-    return feeds
+    return feeds, checked
 
 
 def _dtype_test(x: str, dtype: str) -> str:
     return f"({x}.dtype is not {dtype} and {x}.dtype != {dtype})"  # NumPy's dtypes are mostly singletons
 
 
-def _run(lines: Lines, step, c, leaves: list[str], feeds: dict[int, str], found: list) -> None:
+def _run(lines: Lines, step, c, leaves: list[str], feeds: dict[int, str], found: list, checked: set) -> None:
     """The replay: feed, run, copy shared buffers, write back, wrap (api._run and _assemble, unrolled)."""
     const, line = lines.const, lines.line
     if c.writes:
@@ -207,7 +214,20 @@ def _run(lines: Lines, step, c, leaves: list[str], feeds: dict[int, str], found:
     names = [lines.name("p") for _ in params]
     for name, expr in zip(names, params, strict=True):
         line(f"{name} = {expr}")
-    line(f"out = {const(c.step)}({', '.join(names)})")
+    # the ids (or buffer keys) of what is fed, and the layout the executor's call_own takes: every argument an
+    # array of its parameter's shape and dtype (checked above), C-ordered, owning its buffer, no two the same
+    specs = [getattr(c.step, "_arg_specs", [None] * len(names))[j] for j in range(len(names))]
+    call = f"({', '.join(names)})"
+    if names and all(e in checked for e in params) and all(s is not None and s[2] is not None for s in specs):
+        line("if " + " and ".join(f"{p}.base is None and {p}.strides == {s[2]!r}" for p, s in zip(names, specs,
+                                                                                                    strict=True)) + ":")
+        line(f"fed = ({''.join(f'id({p}), ' for p in names)})", 1)
+        line(f"out = ({const(c.step.call_own)} if len(set(fed)) == {len(names)} else {const(c.step)}){call}", 1)
+        line("else:")
+        lines.indent += 1
+    line(f"fed = ({''.join(f'id({p}) if {p}.base is None else key({p}), ' for p in names)})")
+    line(f"out = {const(c.step)}{call}")
+    lines.indent = 1
     body_t = c.mod["main_adjoint"].body.type
     if not (isinstance(body_t, ir.TupleType) and len(body_t.fields) == 2):
         raise _Unsupported
@@ -220,7 +240,6 @@ def _run(lines: Lines, step, c, leaves: list[str], feeds: dict[int, str], found:
     keys = [lines.name("k") for _ in outs]
     for k, o in zip(keys, outs, strict=True):
         line(f"{k} = id({o}) if (b := {o}.base) is None else b.data if type(b) is MemInfo and b.parent is None else 0")
-    line(f"fed = ({''.join(f'id({p}) if {p}.base is None else key({p}), ' for p in names)})")
     line(f"slow = 0 in (ks := {{{', '.join(keys)}}}) or len(ks) != {len(outs)} or not ks.isdisjoint(fed)")
     line("if slow:")
     lines.indent += 1

@@ -218,6 +218,7 @@ class CompiledFunction:
         self._constant_ids = frozenset(id(buffer_owner(c)) for _, c in self.constants)
         self._fast = None  # the generated straight-line function (ir.runtime.codegen), made on first use
         self.program = None  # the whole-function numba program that serves calls, if any (ir.runtime.numba_program)
+        self.direct = None  # the program's entry once it serves for good (numba_program._install): see call_own
         self._peaks: dict[tuple, int] = {}  # peak bytes per argument layout, counted on its first call
         # (shape, dtype, C strides) of each tensor parameter: an argument that matches and owns its buffer has
         # the one layout _OWN stands for, without _layout_key's walk
@@ -339,6 +340,21 @@ class CompiledFunction:
             self._peaks[key] = numba_program.peak_bytes(self, args, self.stats.peak_bytes)
             return result
         return self._interpret(args)
+
+    def call_own(self, *args):
+        """self(*args) for a caller that has checked every argument is an ndarray of its parameter's shape and
+        dtype, C-ordered (its parameter's C strides), owning its buffer, no two the same (autodiff's glue, for its
+        signature): the layout __call__ keys as _OWN. While the whole-function program serves for good, such a
+        call goes straight to it, with the peak bytes counted for that layout; any other state takes __call__."""
+        direct = self.direct
+        if direct is None or self._tiered or self.observer is not None or anomaly.enabled:
+            return self(*args)
+        peak = self._peaks.get(_OWN)
+        if peak is None:
+            return self(*args)
+        self.stats.peak_bytes = peak
+        self.stats.op_counts = self._counts
+        return direct(*args)
 
     def _interpret(self, args, checker=None):
         """Run the instructions one by one, counting every buffer held (stats.peak_bytes), calling the

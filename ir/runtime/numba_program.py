@@ -75,7 +75,7 @@ def attach(compiled, python_source, ns, name):
     loads in the background (numba_hook's tiers), the program is made on that thread before ready() turns
     true, and the executor's re-make of this function (its tiers) installs it at once."""
     python = ns[name]
-    compiled.program = None
+    compiled.program = compiled.direct = None
     if not ENABLED or compiled.xp is not np or compiled.check_types or not numba_hook.ENABLED \
             or not getattr(compiled, "specialize_kernels", True):
         return python_source, python
@@ -222,6 +222,7 @@ def _install(compiled, program, python_source, python):
 
     serve.program = program
     if TRIAL_CALLS <= 0:
+        compiled.direct = serve  # the executor's call_own: checked arguments of its own layout come straight here
         return python_source, serve
     times: tuple[list, list] = ([], [])  # the program's and the Python function's call times, alternating
 
@@ -244,8 +245,9 @@ def _install(compiled, program, python_source, python):
 def _decide(compiled, program, python_source, python, serve, times) -> None:
     if min(times[0]) <= min(times[1]):
         compiled._fast = (python_source, serve)
+        compiled.direct = serve
         return
-    compiled.program = None  # the per-op function serves: peak bytes are the interpreter's count again
+    compiled.program = compiled.direct = None  # the per-op function serves: the interpreter's peak count again
     compiled._peaks.clear()
     compiled._fast = (python_source, python)
     _slower.add(program.source)

@@ -152,3 +152,64 @@ def test_program_hands_back_parameters_or_buffers_of_its_own():
         assert type(r.base).__name__ == "_MemInfo" and r.base.parent is None
         datas.append(r.base.data)
     assert len(set(datas)) == len(datas)
+
+
+def _layouts(x):
+    """x in each layout the executor keys apart: its own C-ordered buffer, a view of a larger one, Fortran order,
+    read-only; (name, array)."""
+    big = np.zeros((x.shape[0] * 2,) + x.shape[1:], x.dtype)
+    big[: x.shape[0]] = x
+    ro = x.copy()
+    ro.setflags(write=False)
+    return [("own", x.copy()), ("view", big[: x.shape[0]]), ("fortran", np.asfortranarray(x)), ("read-only", ro),
+            ("own again", x.copy())]
+
+
+def _twins(loss, wrt, *args):
+    """The step, and its twin with the glue off (the generic path every call, the program serving both), each
+    called until the program serves."""
+    step, twin = autodiff.value_and_grad(loss, wrt=wrt), autodiff.value_and_grad(loss, wrt=wrt)
+    twin._adopt_glue = lambda *a: None
+    _served(step, *args)
+    _served(twin, *args)
+    return step, twin
+
+
+def _as_twin(step, twin, *args):
+    """step(*args) and twin(*args): the same values, and the same peak bytes (the executor's count for the layout)."""
+    got = step(*args)
+    peak = step.stats.peak_bytes
+    want = twin(*args)
+    assert peak == twin.stats.peak_bytes
+    for g, w in zip(arrays(got), arrays(want), strict=True):
+        np.testing.assert_array_equal(g, w)
+    return got
+
+
+def test_every_layout_is_caught_with_the_generic_paths_values_and_peak(generic_calls):
+    w1, b1 = tracer.tensor(_r(4, 6)), tracer.tensor(_r(6))
+    w2 = tracer.tensor(_r(6, 3))
+
+    def loss(x, y):
+        return (tracer.relu(x @ w1 + b1) @ w2 * y).sum()
+    x, y = _r(5, 4), _r(5, 3)
+    step, twin = _twins(loss, [w1, b1, w2], x, y)
+    assert step.last.step.direct is not None  # the program serves for good: the glue's calls go straight to it
+    for name, xl in _layouts(x):
+        for _ in range(3):  # a layout's first call counts its peak bytes on the interpreter, later ones reuse it
+            _same(_as_twin(step, twin, xl, y), _reference(loss, [w1, b1, w2], xl, y))
+    assert generic_calls.count(step) == 1
+
+
+def test_one_array_fed_twice_takes_the_executors_layout_walk(generic_calls):
+    w = tracer.tensor(_r(4, 4))
+
+    def loss(x, y):
+        return (tracer.tanh(x @ w) * y).sum()
+    x = _r(4, 4)
+    step, twin = _twins(loss, [w], x, x.copy())
+    for _ in range(3):
+        shared = _as_twin(step, twin, x, x)
+        apart = _as_twin(step, twin, x, x.copy())
+        _same(apart, shared)
+    assert generic_calls.count(step) == 1
