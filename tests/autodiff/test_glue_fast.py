@@ -195,7 +195,7 @@ def test_every_layout_is_caught_with_the_generic_paths_values_and_peak(generic_c
     x, y = _r(5, 4), _r(5, 3)
     step, twin = _twins(loss, [w1, b1, w2], x, y)
     assert step.last.step.direct is not None  # the program serves for good: the glue's calls go straight to it
-    for name, xl in _layouts(x):
+    for _name, xl in _layouts(x):
         for _ in range(3):  # a layout's first call counts its peak bytes on the interpreter, later ones reuse it
             _same(_as_twin(step, twin, xl, y), _reference(loss, [w1, b1, w2], xl, y))
     assert generic_calls.count(step) == 1
