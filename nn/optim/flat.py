@@ -90,8 +90,10 @@ def update(opt, arrays: list) -> bool:
         return False
     groups, flat = opt.param_groups, opt._flat_state
     used = [opt._flat_names(g) for g in groups]
-    if flat is None or flat.used != used or not all(map(operator.is_, flat.datas, [p._data for p in opt.params])):
-        flat = opt._flat_state = Flat(opt, [p._data for p in opt.params], used)
+    datas = [p._data for p in opt.params]
+    if flat is None or flat.used != used or len(datas) != len(flat.datas) or not all(map(operator.is_, flat.datas,
+                                                                                            datas)):
+        flat = opt._flat_state = Flat(opt, datas, used)
     if not flat.ok:
         return False
     ndarray, missing = np.ndarray, False
@@ -126,7 +128,9 @@ def update(opt, arrays: list) -> bool:
                     coef[a:b] = rows[gi]
                 else:
                     for r in range(a, b):
-                        coef[r] = coefs(groups[gi], step - skipped[part.rows[r]])
+                        i = part.rows[r]
+                        if arrays[i] is not None:
+                            coef[r] = coefs(groups[gi], step - skipped[i])
         for r, i in enumerate(part.rows):
             g = arrays[i]
             if g is None:

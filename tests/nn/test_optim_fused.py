@@ -230,3 +230,31 @@ def test_tensor_gradients_and_dot_grad():
     oa.step()
     ob.step(gs)
     _same(pa, oa, pb, ob)
+
+
+@pytest.mark.parametrize("kind", list(numba_adam.ROWS))
+def test_background_loaders_run(kind):
+    """What the tiered start runs for each kernel (numba_hook.prepare swallows a loader's error)."""
+    _loaded()
+    for dtype in numba_adam.DTYPES:
+        numba_adam._load(kind, dtype)
+
+
+def test_add_param_group_after_steps():
+    _loaded()
+    made = []
+    for _ in range(2):
+        ps = [nn.Parameter(a) for a in _arrays("float32", 2, specials=False)]
+        made.append((ps, optim.RMSprop(ps[:5], lr=0.01, momentum=0.5)))
+    (pa, oa), (pb, ob) = made
+    ob._flat_kind = None
+    for step in range(4):
+        if step == 2:
+            oa.add_param_group({"params": pa[5:], "centered": True})
+            ob.add_param_group({"params": pb[5:], "centered": True})
+        n = len(oa.params)
+        gs = [None if g is None else g for g in _grads("float32", step, specials=False)][:n]
+        oa.step(gs)
+        ob.step(gs)
+        _same(pa, oa, pb, ob)
+    assert "grad_avg" in oa.state[6] and "grad_avg" not in oa.state[0]
