@@ -244,6 +244,11 @@ def _stack(name, types, out, axis):
     axis %= out.ndim
     if any(t.dtype != out.dtype for t in types) or 0 in out.shape:
         return None
+    if numba_hook.ENABLED:  # attention's (B, T, H, D) heads as one copy loop (ir.runtime.numba_stack)
+        from . import numba_stack
+        fast = numba_stack.kernel(types, out, axis)
+        if fast is not None:
+            return planned(fast)
     if axis and split2.threads() > 1 and out.shape[0] >= 2 and math.prod(out.shape) >= split2.MIN_SIZE:
         return planned(functools.partial(_stack_split, axis=axis, half=out.shape[0] // 2, shape=out.shape))
     return planned(functools.partial(_stack_into, axis=axis))

@@ -111,3 +111,48 @@ def test_what_stays_as_it_was():
     for f in (first_axis, read_elsewhere, not_trailing, shapes_differ):
         fn = tracer.trace(f, a, b)["main"]
         assert concat_heads.rewrite(fn) is fn, f.__name__
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_numba_stack_gives_np_stack_bits(monkeypatch, dtype):
+    pytest.importorskip("numba")
+    from ir.runtime import numba_gen, numba_hook, numba_stack
+    from ir.types import TensorType
+
+    monkeypatch.setattr(numba_gen, "MIN_SIZE", 0)
+    if not numba_hook.ENABLED:
+        pytest.skip("TRACEGRAD_KERNELS=numpy")
+    numba_hook.ready()  # numba-sync (conftest): loads here
+    ms = [RNG.standard_normal((3, 4, 5, 6)).astype(dtype) for _ in range(3)]
+    ms[0][0, 0, 0, :3] = [np.nan, np.inf, -0.0]
+    sources = ([m.transpose(0, 2, 1, 3) for m in ms],  # attention's views: read in their arrays' order
+               [np.ascontiguousarray(m.transpose(0, 2, 1, 3)) for m in ms],  # C-ordered (B, T, H, D)
+               [m.transpose(0, 2, 1, 3)[:, :, :, ::-1] for m in ms])  # any other layout
+    out_type = TensorType((3, 5, 3, 4, 6), dtype)
+    run = numba_stack.kernel([TensorType((3, 5, 4, 6), dtype)] * 3, out_type, 2)
+    assert run is not None
+    for ps in sources:
+        want = np.stack(ps, axis=2)
+        got = run(ps)
+        assert got.tobytes() == want.tobytes()
+        out = np.full(out_type.shape, np.nan, dtype)
+        assert run(ps, out=out) is out and out.tobytes() == want.tobytes()
+    assert numba_stack.kernel([TensorType((3, 5, 4, 6), dtype)] * 3, out_type, 1) is None  # another axis
+    assert numba_stack.kernel([TensorType((3, 5, 4, 6), "int32")] * 3, TensorType((3, 5, 3, 4, 6), "int32"), 2) is None
+
+
+def test_compiled_step_takes_the_numba_stack(monkeypatch):
+    pytest.importorskip("numba")
+    from ir.runtime import numba_gen, numba_hook, numba_stack
+
+    if not numba_hook.ENABLED:
+        pytest.skip("TRACEGRAD_KERNELS=numpy")
+    monkeypatch.setattr(numba_gen, "MIN_SIZE", 0)
+    ins = [RNG.standard_normal((6, 8, 16)).astype("float32"), RNG.standard_normal((16, 48)).astype("float32"),
+           np.asarray(0.5, "float32")]
+    mod = _adjoint(_heads, ins)
+    got, compiled = _run(mod, ins)
+    want, _ = _run(mod, ins, specialize_kernels=False)
+    assert numba_stack._run in [getattr(fn, "func", fn) for _, fn, *_ in compiled.instrs]
+    for g, w in zip(got, want, strict=True):
+        assert g.tobytes() == w.tobytes()
