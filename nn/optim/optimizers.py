@@ -2,10 +2,8 @@
 from __future__ import annotations
 
 import math
-import operator
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from itertools import repeat
 
 import numpy as np
 
@@ -20,9 +18,6 @@ from tracer.tensor import array_module_of
 from . import flat
 from .groups import is_group_list, make_group, refuse_differentiable
 from .state import load_state_dict, state_dict
-
-_DATA, _VAR, _AG = operator.attrgetter("_data"), operator.attrgetter("_var"), operator.attrgetter("_ag")
-_SHAPE, _DTYPE = operator.attrgetter("shape"), operator.attrgetter("dtype")
 
 
 def as_array(g, like=None):
@@ -144,11 +139,6 @@ class Optimizer(ABC):
         a parameter whose .grad is None is skipped, its state untouched). `step(closure)`, as torch's: the
         closure (zero_grad, forward, backward, return the loss) runs first, with grad enabled, and its loss
         is returned."""
-        if type(grads) is list and closure is None:
-            arrays = self._concrete(grads)
-            if arrays is not None:  # value_and_grad's list, checked in a few C-level passes
-                self._apply(arrays)
-                return None
         if callable(grads) and not isinstance(grads, (Tensor, np.ndarray)):
             grads, closure = None, grads
         loss = None
@@ -181,29 +171,6 @@ class Optimizer(ABC):
                 raise ValueError(f"{type(self).__name__}.step: gradient {i} has shape {tuple(g.shape)} but "
                                  f"parameter {i} ({p._name or 'unnamed'}) has shape {p.shape}")
             arrays.append(g)
-        self._apply(arrays)
-        return loss
-
-    def _concrete(self, grads: list) -> list | None:
-        """The arrays of value_and_grad's gradients where every one is a concrete Tensor over a NumPy array of its
-        parameter's shape and dtype and every parameter is trainable; else None, and step's loop decides (the
-        same arrays where it would take them)."""
-        params = self.params
-        n = len(params)
-        if len(grads) != n or list(map(type, grads)).count(Tensor) != n:
-            return None
-        if not (all(map(operator.is_, map(_VAR, grads), repeat(None)))
-                and all(map(operator.is_not, map(_AG, params), repeat(None)))):  # a frozen parameter: the loop
-            return None
-        arrays, datas = list(map(_DATA, grads)), list(map(_DATA, params))
-        ndarray = np.ndarray
-        if (list(map(type, arrays)).count(ndarray) != n or list(map(type, datas)).count(ndarray) != n
-                or list(map(_SHAPE, arrays)) != list(map(_SHAPE, datas))
-                or list(map(_DTYPE, arrays)) != list(map(_DTYPE, datas))):
-            return None
-        return arrays
-
-    def _apply(self, arrays: list) -> None:
         if _anomaly.enabled:  # autodiff.detect_anomaly: a NaN gradient names its parameter
             check_optimizer(self, arrays, "gradient")
         self.step_count += 1
@@ -212,6 +179,7 @@ class Optimizer(ABC):
         if _anomaly.enabled:
             check_optimizer(self, [None if g is None else p._data for p, g in zip(self.params, arrays, strict=True)],
                             "parameter")
+        return loss
 
     def _update_each(self, arrays: list) -> None:
         groups, group_of, skipped, update = self.param_groups, self._group_of, self.skipped, self._update
@@ -344,10 +312,9 @@ class SGD(Optimizer):
         if len(self.param_groups) != 1:
             return False
         group = self.param_groups[0]
-        if (group["momentum"] or group["weight_decay"] or group["maximize"]
-                or any(map(operator.is_, arrays, repeat(None)))):
+        if group["momentum"] or group["weight_decay"] or group["maximize"] or any(a is None for a in arrays):
             return False
-        datas = list(map(_DATA, self.params))
+        datas = [p._data for p in self.params]
         key = tuple(map(id, datas))
         if self._flat_key != key:  # the parameters' arrays changed (or the first step): their views again
             self._flat_key, self._flat = key, numba_optim.flat_params(datas)

@@ -1,6 +1,5 @@
-"""Optimizer.step's path for value_and_grad's list of concrete Tensors (a few C-level checks instead of the
-per-gradient loop): the same updates as arrays, and the loop's rules wherever one gradient or parameter is not
-plain (frozen, None, another dtype or shape, a Parameter as gradient)."""
+"""Optimizer.step with value_and_grad's list of concrete Tensors: the same updates as arrays, and the per-gradient
+loop's rules wherever one gradient or parameter is not plain (frozen, None, another dtype or shape, a Parameter)."""
 import numpy as np
 import pytest
 
