@@ -17,7 +17,7 @@ import numpy as np
 from ..types import TensorType
 from . import numba_gen
 from .numba_gen import load
-from .numba_threads import ROW_WEIGHT, fork_safe, use_parallel
+from .numba_threads import fork_safe, use_parallel
 
 # exp for a float32 result, inlined into the row loops: numba_math's range reduction with a degree-7 Taylor
 # polynomial (relative error below 6e-9 on |r| <= ln2 / 2, a tenth of float32's half-ulp) where exp_reduced
@@ -119,14 +119,14 @@ def composite(op: str, types, out: TensorType, attrs: dict):
         return None
     module = _module()
 
-    def kernel(name, weight=1):
+    def kernel(name, rows=False):
         serial = getattr(module, f"{name}_serial")
-        return fork_safe(serial, getattr(module, f"{name}_parallel")) if use_parallel(size, weight) else serial
+        return fork_safe(serial, getattr(module, f"{name}_parallel")) if use_parallel(size, rows) else serial
     if op == "nn.layer_norm":
         n = math.prod(types[1].shape)
         if n == 0 or tuple(a % out.ndim for a in attrs["axes"]) != tuple(range(out.ndim - types[1].ndim, out.ndim)):
             return None
-        return functools.partial(_layer_norm, kernel=kernel("layer_norm", ROW_WEIGHT),
+        return functools.partial(_layer_norm, kernel=kernel("layer_norm", rows=True),
                                  flat=(size // n, n), eps=float(attrs["epsilon"]), shape=out.shape)
     if attrs["axis"] % out.ndim != out.ndim - 1:
         return None

@@ -84,10 +84,10 @@ def _loaded() -> str:
         return ""
 
 
-def use_parallel(size: int, weight: int = 1) -> bool:
-    """Whether a kernel over `size` elements (each `weight` times the work of an elementwise pass) should run
-    its prange form."""
-    return size * weight >= PARALLEL_SIZE and not _forked and threads() > 1
+def use_parallel(size: int, rows: bool = False) -> bool:
+    """Whether a kernel over `size` elements should run its prange form (`rows`: a layer norm's row kernel, whose
+    elements count ROW_WEIGHT times)."""
+    return size * (ROW_WEIGHT if rows else 1) >= PARALLEL_SIZE and not _forked and threads() > 1
 
 
 # GNU OpenMP is not fork-safe: a prange loop in a child forked after the pool started kills the child

@@ -27,7 +27,7 @@ import numpy as np
 
 from .numba_composite import EXP_F32, ROW_SUMS
 from .numba_gen import load
-from .numba_threads import ROW_WEIGHT, fork_safe, threads, use_parallel
+from .numba_threads import fork_safe, threads, use_parallel
 
 _JIT = '@njit(cache=True, error_model="numpy", fastmath={{"contract"}}{extra})'
 
@@ -193,10 +193,10 @@ def _module():
     return load(_HEADER.format(package=__package__) + EXP_F32 + ROW_SUMS + _SUMS + body, "vjp_rows")
 
 
-def _kernel(name: str, size: int, weight: int = 1):
+def _kernel(name: str, size: int, rows: bool = False):
     module = _module()
     serial = getattr(module, f"{name}_serial")
-    return fork_safe(serial, getattr(module, f"{name}_parallel")) if use_parallel(size, weight) else serial
+    return fork_safe(serial, getattr(module, f"{name}_parallel")) if use_parallel(size, rows) else serial
 
 
 _NO_MASK = np.zeros((1, 1), np.bool_)
@@ -217,7 +217,7 @@ def runner(name: str, idx, types, out, params):
     size = math.prod(shape)
     if name == "layer_norm_dgamma":
         rows = math.prod(types[0].shape) // params["n"]
-        kernel = _kernel("layer_norm_dgamma", rows * params["n"], ROW_WEIGHT)
+        kernel = _kernel("layer_norm_dgamma", rows * params["n"], rows=True)
         # one block of at least 16 columns per thread in the prange form, one block in the serial
         blocks = max(1, min(threads(), params["n"] // 16)) if kernel is not _module().layer_norm_dgamma_serial else 1
         return _planned(functools.partial(_dgamma, idx=tuple(idx), n=params["n"], eps=params["eps"], shape=shape,
@@ -234,7 +234,7 @@ def runner(name: str, idx, types, out, params):
     if name == "layer_norm_dx":
         n = params["n"]
         return _planned(functools.partial(_layer_norm_dx, idx=tuple(idx), n=n, eps=params["eps"], shape=shape,
-                                          kernel=_kernel("layer_norm_dx", size, ROW_WEIGHT)))
+                                          kernel=_kernel("layer_norm_dx", size, rows=True)))
     base = "masked_softmax" if name.startswith("masked_softmax") else "softmax_vjp"
     return _planned(functools.partial(_masked_rows, idx=tuple(idx), n=n, shape=shape, kind=params["kind"],
                                       fill=np.float32(params["fill"]), kernel=_kernel(base, size),

@@ -287,7 +287,7 @@ def test_parallel_forms_agree_with_the_serial_ones(monkeypatch):
     for fn, ins in cases:
         mod = _adjoint(fn, ins)
         serial, _ = _run(mod, ins)
-        monkeypatch.setattr(numba_vjp, "use_parallel", lambda size, weight=1: True)
+        monkeypatch.setattr(numba_vjp, "use_parallel", lambda size, rows=False: True)
         parallel, compiled = _run(mod, ins)
         monkeypatch.undo()
         monkeypatch.setattr(numba_gen, "MIN_SIZE", 0)
@@ -345,3 +345,14 @@ def test_take_backward_loop_gives_add_at_bits(dtype):
     with pytest.raises(IndexError, match="out of range"):
         vjp_chains.kernel(call.__class__(call.op, call.args, {**call.attrs, "mode": "fast"}, call.type))(
             data, np.full((6, 40), 10))
+
+
+def test_row_kernels_count_row_weight_against_the_parallel_size(monkeypatch):
+    from ir.runtime import numba_threads
+
+    monkeypatch.setattr(numba_threads, "threads", lambda: 2)
+    monkeypatch.setattr(numba_threads, "ROW_WEIGHT", 2)
+    size = numba_threads.PARALLEL_SIZE // 2
+    assert numba_threads.use_parallel(size, rows=True) and not numba_threads.use_parallel(size)
+    monkeypatch.setattr(numba_threads, "threads", lambda: 1)
+    assert not numba_threads.use_parallel(size * 4, rows=True)
