@@ -268,7 +268,7 @@ def max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil
     out_hw, pad, xpad = _pool_taps(data, pool_size, strides, padding, dilation, ceil_mode)
     if _tiles(pool_size, strides, dilation, pad):
         dx = _numba_pool_backward(g, data, pool_size, False, out)
-        return _tiled_max_backward(g, data, pool_size, out_hw) if dx is None else dx
+        return _tiled_max_backward(g, data, pool_size, out_hw, out=out) if dx is None else dx
     best = max_pool2d(xp, data, pool_size, strides, padding, dilation, ceil_mode)
     nan = np.isnan(best)
     nan = nan if nan.any() else None
@@ -300,7 +300,7 @@ def relu_max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation,
         if dx is not None:
             return dx
         if np.isfinite(g).all():
-            return _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=True)
+            return _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=True, out=out)
     dx = max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil_mode)
     return np.where(data <= 0, np.zeros((), g.dtype), dx)
 
@@ -317,7 +317,7 @@ def _tiles(pool_size, strides, dilation, pad):
     return tuple(strides) == tuple(pool_size) and tuple(dilation) == (1, 1) and not any(pad)
 
 
-def _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=False):
+def _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=False, out=None):
     """max_pool2d_backward when the windows tile the input (stride = window, no dilation, no padding): every
     input element lies in one window at most, so each tap's gradient g * hit is written into its strided slice
     of dx (no zeroed padded copy, no adds); rows and columns past the last window get 0, as the scatter.
@@ -326,7 +326,10 @@ def _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=False):
     where a NaN or inf g would give NaN instead."""
     (kh, kw), (ho, wo) = pool_size, out_hw
     h, w = data.shape[2:]
-    dx = np.empty(data.shape, g.dtype) if (h, w) == (ho * kh, wo * kw) else np.zeros(data.shape, g.dtype)
+    if out is None:
+        dx = np.empty(data.shape, g.dtype) if (h, w) == (ho * kh, wo * kw) else np.zeros(data.shape, g.dtype)
+    else:  # planned storage: the rows and columns past the last window still read 0
+        dx = out if (h, w) == (ho * kh, wo * kw) else _zeroed(out)
     taps = [(slice(None), slice(None), slice(i, ho * kh, kh), slice(j, wo * kw, kw))
             for i in range(kh) for j in range(kw)]
     best = data[taps[0]].copy()

@@ -57,10 +57,14 @@ def test_numba_pool_backward_refuses_what_it_does_not_cover():
 
 
 @pytest.mark.parametrize("relu", [False, True])
-def test_pool_backward_into_out_equals_without(relu):
+@pytest.mark.parametrize("numba", [True, False])
+@pytest.mark.parametrize("hw", [(10, 10), (11, 9)])
+def test_pool_backward_into_out_equals_without(relu, numba, hw, monkeypatch):
+    if not numba:  # NumPy's tap by tap path, as before numba loads or without it
+        monkeypatch.setattr(numba_conv, "pool_backward", lambda *a: False)
     rng = np.random.default_rng(1)
-    x = _relu_data((2, 3, 10, 10), "relu", "float32", rng)
-    g = rng.standard_normal((2, 3, 5, 5)).astype("float32")
+    x = _relu_data((2, 3) + hw, "relu", "float32", rng)
+    g = rng.standard_normal((2, 3, hw[0] // 2, hw[1] // 2)).astype("float32")
     fn = conv_kernels.relu_max_pool2d_backward if relu else conv_kernels.max_pool2d_backward
     out = np.full(x.shape, np.nan, "float32")
     got = fn(np, g, x, *_POOL_ARGS, out=out)
