@@ -159,7 +159,7 @@ class Optimizer(ABC):
         arrays = []
         ndarray = np.ndarray
         for i, (p, g) in enumerate(zip(self.params, grads, strict=True)):
-            if g is None or p._is_parameter and not p.requires_grad:  # frozen or no gradient: left alone, as torch
+            if g is None or p._is_parameter and p._ag is None:  # no gradient, or frozen (not requires_grad): as torch
                 arrays.append(None)
                 continue
             data = p._data
