@@ -45,18 +45,24 @@ def _start(workload: str, spec: str):
     return p
 
 
+def _step(p) -> dict:
+    """One step of worker p: its per-kernel seconds."""
+    p.stdin.write("1\n")
+    p.stdin.flush()
+    return json.loads(p.stdout.readline())
+
+
 def main(argv: list[str]) -> None:
     rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 40
     words = [a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] != "--rounds")]
     workload = words.pop(0) if words and words[0] in ("gpt", "mlp") else "gpt"
     specs = words or list(DEFAULT)
-    procs = [(_start(workload, s), []) for s in specs]
+    workers = [_start(workload, s) for s in specs]
+    procs = [(p, []) for p in workers]
     for _ in range(rounds):
         for p, rows in procs:
-            p.stdin.write("1\n")
-            p.stdin.flush()
-            rows.append(json.loads(p.stdout.readline()))
-    for p, _ in procs:
+            rows.append(_step(p))
+    for p in workers:
         p.stdin.close()
         p.wait()
     keys = set().union(*(r for _, rows in procs for r in rows)) - {"~step"}
