@@ -96,9 +96,9 @@ def run(first, second) -> None:
         w.go.release()
         try:
             first()
-        finally:
+        finally:  # the worker's half ends before this returns or raises (its error is never left for later)
             w.done.acquire()
-        error, w.error = w.error, None
+            error, w.error = w.error, None
         if error is not None:
             raise error
     finally:

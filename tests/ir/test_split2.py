@@ -41,6 +41,8 @@ def test_error_of_either_half_is_raised_here_and_the_worker_goes_on():
         split2.run(lambda: None, bad)
     with pytest.raises(KeyError):
         split2.run(functools.partial({}.__getitem__, 1), lambda: None)
+    with pytest.raises(KeyError):  # both halves fail: the caller's error, and the worker's is not left over
+        split2.run(functools.partial({}.__getitem__, 1), bad)
     seen = []
     split2.run(lambda: seen.append(1), lambda: seen.append(2))
     assert sorted(seen) == [1, 2]
