@@ -65,7 +65,7 @@ def _same(got, want):
     """The program sums in float64 and rounds once: as the per-op path to float32 rounding."""
     for g, w in zip(arrays(got), arrays(want), strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype
-        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6 * float(np.abs(w).max(initial=1.0)))
 
 
 def test_a_gradient_that_is_a_view_of_a_weight_is_its_own_copy(generic_calls):
@@ -98,18 +98,21 @@ def test_results_on_one_allocation_are_distinct(generic_calls):
     assert generic_calls.count(step) == 1
 
 
-def test_an_input_numba_allocated_and_handed_back_is_copied(generic_calls):
-    w = tracer.tensor(_r(3))
-    twice = autodiff.value_and_grad(lambda: (w * w).sum(), wrt=[w])
-    _, (g,) = _served(twice)
-    x = g.numpy()  # an array numba allocated: its base is a MemInfo
+@pytest.mark.parametrize("program", [True, False])
+def test_an_input_numba_allocated_and_handed_back_is_copied(generic_calls, program):
+    x = numba.njit(lambda n: np.arange(n).astype(np.float32))(3)  # numba's: its base is a MemInfo
     assert x.base is not None and not isinstance(x.base, np.ndarray)
-    step = autodiff.value_and_grad(lambda x: (x * w).sum(), wrt=[w])  # the gradient is x itself
-    for _ in range(4):
-        value, (gw,) = step(x)
-        assert not np.shares_memory(gw.numpy(), x)
-        np.testing.assert_array_equal(gw.numpy(), x)
-    assert step.last.step.program is not None
+    w = tracer.tensor(_r(3))
+    numba_program.ENABLED = program
+    try:
+        step = autodiff.value_and_grad(lambda x: (x * w).sum(), wrt=[w])  # the gradient is x itself
+        for _ in range(4):
+            value, (gw,) = step(x)
+            assert not np.shares_memory(gw.numpy(), x)
+            np.testing.assert_array_equal(gw.numpy(), x)
+    finally:
+        numba_program.ENABLED = True
+    assert (step.last.step.program is not None) == program
     assert generic_calls.count(step) == 1
 
 
@@ -128,30 +131,25 @@ def test_fast_path_takes_no_copy_checks(generic_calls):
     _no_two_share([g.numpy() for g in grads] + [w1.numpy(), w2.numpy(), x])
 
 
-def test_program_hands_back_parameters_or_buffers_of_its_own():
-    # each result of the program is a parameter passed (the same object) or a numba allocation no other result
-    # is on (its MemInfo over no array of the caller's): a view of a parameter or a second view of one
-    # allocation is copied inside the program
+def test_program_hands_back_arrays_of_their_own():
+    # each result of the program is an output array the call allocated (numba_emit writes or copies each result
+    # into one): never a parameter, a view of one or of another result's buffer
     w1, w2, b = tracer.tensor(_r(3, 2)), tracer.tensor(_r(2, 3)), tracer.tensor(_r(6))
 
     def loss(x):
         t = tracer.tanh(x)
-        return (w1.T * w2).sum() + (tracer.reshape(b, (2, 3)) * t).sum(), tracer.reshape(t, (6,))
+        return (w1.T * w2).sum() + (tracer.reshape(b, (2, 3)) * t).sum(), (tracer.reshape(t, (6,)), t, x)
     x = _r(2, 3)
     step = autodiff.value_and_grad(loss, wrt=[w1, w2, b], has_aux=True)
     _served(step, x)
     c = step.last
     feed = [x, w1.numpy(), w2.numpy(), b.numpy()]
-    assert [p.name for p in c.params][:1] and len(c.params) == len(feed)
+    assert len(c.params) == len(feed)
     flat = _flat(c.step(*feed))
-    assert len(flat) == 5  # the loss, aux and three gradients
-    datas = []
+    assert len(flat) == 7  # the loss, three aux and three gradients
     for r in flat:
-        if any(r is f for f in feed):
-            continue
-        assert type(r.base).__name__ == "_MemInfo" and r.base.parent is None
-        datas.append(r.base.data)
-    assert len(set(datas)) == len(datas)
+        assert type(r) is np.ndarray and r.base is None and r.flags.c_contiguous
+    _no_two_share(flat + feed)
 
 
 def _layouts(x):
