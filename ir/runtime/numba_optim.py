@@ -98,6 +98,8 @@ def sgd(p, g, buf, lr, momentum, dampening, weight_decay, nesterov, maximize, fi
     uninitialised and becomes the gradient), or False with nothing changed where NumPy's update must run."""
     if not _fits(p, g, *(() if buf is None else (buf,))) or (momentum and buf is None):
         return False
+    if maximize:  # NumPy's -g, not the loop's: LLVM folds p - (-g) * lr into p + g * lr, keeping a NaN's sign
+        g, maximize = np.negative(g), False
     t = p.dtype.type
     _module().sgd(p.reshape(-1), g.reshape(-1), p.reshape(-1) if buf is None else buf.reshape(-1), t(lr),
                   t(momentum), t(1 - dampening), t(weight_decay), bool(nesterov), bool(maximize), bool(first))

@@ -258,3 +258,26 @@ def test_add_param_group_after_steps():
         ob.step(gs)
         _same(pa, oa, pb, ob)
     assert "grad_avg" in oa.state[6] and "grad_avg" not in oa.state[0]
+
+
+@pytest.mark.parametrize("kw", [{}, {"momentum": 0.9}, {"momentum": 0.9, "nesterov": True, "weight_decay": 0.1},
+                                {"weight_decay": 0.1}])
+def test_sgd_loop_with_maximize_has_numpy_s_bits(kw, monkeypatch):
+    """numba_optim.sgd (one loop per parameter of at least MIN_SIZE elements) with maximize: NaN signs too."""
+    _loaded()
+    from ir.runtime import numba_optim
+    rng = np.random.default_rng(3)
+    n = numba_optim.MIN_SIZE
+    p = rng.standard_normal(n).astype("float32")
+    p[:4] = [np.inf, np.nan, -np.inf, 0.0]
+    made = [nn.Parameter(p.copy()), nn.Parameter(p.copy())]
+    opts = [optim.SGD([q], lr=0.1, maximize=True, **kw) for q in made]
+    real = numba_optim.sgd
+    with np.errstate(all="ignore"):
+        for _ in range(3):
+            g = rng.standard_normal(n).astype("float32")
+            g[:4] = [np.nan, -np.nan, np.inf, -0.0]
+            for k, o in enumerate(opts):
+                monkeypatch.setattr(numba_optim, "sgd", real if k == 0 else lambda *a: False)
+                o.step([g])
+            np.testing.assert_array_equal(made[0]._data.view(np.uint32), made[1]._data.view(np.uint32))
