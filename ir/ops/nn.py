@@ -144,16 +144,18 @@ def _infer_dropout(op, types, rate):
     return x
 
 
-def _dropout(xp, x, seed, rate):
+def _dropout(xp, x, seed, rate, out=None):
     """x * (dropout_uniform(seed) >= rate) * (1 / (1 - rate)): x * keep first, then the scale (x * scale could
-    overflow where keep is 0), a chunk of the flat (C-order) elements at a time on NumPy."""
+    overflow where keep is 0), a chunk of the flat (C-order) elements at a time on NumPy; into `out` (a C-ordered
+    array of x's shape and dtype: the executor's planned storage, ir.runtime.conv_specialize) when given."""
     if rate == 0.0:
         return x
     n, key, threshold = x.size, _key(xp, seed), xp.uint64(_threshold(rate))
     step = min(n, _CHUNK) if xp.__name__ == "numpy" else n
     counters = _COUNTERS if xp.__name__ == "numpy" else xp.arange(n, dtype=xp.uint64)
     flat = xp.ascontiguousarray(x).reshape(-1)
-    out = xp.empty(n, x.dtype)
+    result = xp.empty(x.shape, x.dtype) if out is None else out
+    out = result.reshape(-1)
     z, t, keep = xp.empty(step, xp.uint64), xp.empty(step, xp.uint64), xp.empty(step, bool)
     for s in range(0, n, max(step, 1)):
         m = min(step, n - s)
@@ -161,7 +163,7 @@ def _dropout(xp, x, seed, rate):
         xp.greater_equal(z[:m], threshold, out=keep[:m])
         xp.multiply(flat[s:s + m], keep[:m], out=out[s:s + m])
     out *= 1.0 / (1.0 - rate)
-    return out.reshape(x.shape)
+    return result
 
 
 declare("nn.dropout", ("x", "seed"), (Attr("rate", "float"),), infer=_infer_dropout, kernel=_dropout)

@@ -260,7 +260,7 @@ def _copied(out, a):
     return out
 
 
-def max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil_mode, out=None):
+def max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil_mode, out=None, work=None):
     """grad.max_pool2d_backward: g to each window's first maximum (row-major; a NaN first, as argmax)."""
     if xp is not np:
         return _REFERENCE["grad.max_pool2d_backward"](xp, g, data, pool_size, strides, padding, dilation,
@@ -268,7 +268,7 @@ def max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil
     out_hw, pad, xpad = _pool_taps(data, pool_size, strides, padding, dilation, ceil_mode)
     if _tiles(pool_size, strides, dilation, pad):
         dx = _numba_pool_backward(g, data, pool_size, False, out)
-        return _tiled_max_backward(g, data, pool_size, out_hw, out=out) if dx is None else dx
+        return _tiled_max_backward(g, data, pool_size, out_hw, out=out, work=work) if dx is None else dx
     best = max_pool2d(xp, data, pool_size, strides, padding, dilation, ceil_mode)
     nan = np.isnan(best)
     nan = nan if nan.any() else None
@@ -288,7 +288,8 @@ def max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil
     return dx[:, :, pad[0]:pad[0] + h, pad[1]:pad[1] + w]
 
 
-def relu_max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil_mode, out=None):
+def relu_max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil_mode, out=None,
+                             work=None):
     """grad.relu_max_pool2d_backward: where(data <= 0, 0, max_pool2d_backward(g, data)), the mask applied tap
     by tap where the windows tile the input (one pass less over dx than the where, and no mask array)."""
     if xp is not np:
@@ -300,7 +301,7 @@ def relu_max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation,
         if dx is not None:
             return dx
         if np.isfinite(g).all():
-            return _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=True, out=out)
+            return _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=True, out=out, work=work)
     dx = max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil_mode)
     return np.where(data <= 0, np.zeros((), g.dtype), dx)
 
@@ -313,17 +314,23 @@ def _numba_pool_backward(g, data, pool_size, relu, out=None):
     return dx if numba_conv.pool_backward(dx, g, data, pool_size, relu) else None
 
 
+def pool_work(g_shape, dtype):
+    """(shape, dtype) of the tiled NumPy backward's work arrays: the windows' maxima, then four masks."""
+    return [(tuple(g_shape), dtype)] + [(tuple(g_shape), "bool")] * 4
+
+
 def _tiles(pool_size, strides, dilation, pad):
     return tuple(strides) == tuple(pool_size) and tuple(dilation) == (1, 1) and not any(pad)
 
 
-def _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=False, out=None):
+def _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=False, out=None, work=None):
     """max_pool2d_backward when the windows tile the input (stride = window, no dilation, no padding): every
     input element lies in one window at most, so each tap's gradient g * hit is written into its strided slice
     of dx (no zeroed padded copy, no adds); rows and columns past the last window get 0, as the scatter.
     `nonpositive_to_zero`: 0 where data <= 0 (a relu's backward after it; NaN data keeps its gradient), for a
     finite g only: the mask then joins `hit` (g * False is the same 0 as the where's, after the + 0.0 below),
-    where a NaN or inf g would give NaN instead."""
+    where a NaN or inf g would give NaN instead. `work`: planned (best, nan, hit, free, keep) arrays of g's shape
+    (pool_work's), else they are allocated."""
     (kh, kw), (ho, wo) = pool_size, out_hw
     h, w = data.shape[2:]
     if out is None:
@@ -332,23 +339,27 @@ def _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=False, o
         dx = out if (h, w) == (ho * kh, wo * kw) else _zeroed(out)
     taps = [(slice(None), slice(None), slice(i, ho * kh, kh), slice(j, wo * kw, kw))
             for i in range(kh) for j in range(kw)]
-    best = data[taps[0]].copy()
+    best, nan, hit, free, keep = work if work is not None else (None,) * 5
+    best = data[taps[0]].copy() if best is None else _copied(best, data[taps[0]])
     for where in taps[1:]:
         np.maximum(best, data[where], out=best)
-    nan = np.isnan(best)
+    nan = np.isnan(best, out=nan)
     nan = nan if nan.any() else None
-    hit, free = np.empty(best.shape, bool), None  # free: windows whose maximum is not found yet
-    keep = np.empty(best.shape, bool) if nonpositive_to_zero else None
+    hit = np.empty(best.shape, bool) if hit is None else hit
+    first = True  # free: windows whose maximum is not found yet (all of them before the first tap)
+    if nonpositive_to_zero and keep is None:
+        keep = np.empty(best.shape, bool)
     for k, where in enumerate(taps):
         tap = data[where]
         np.equal(tap, best, out=hit)
         if nan is not None:  # a window's maximum is NaN: its first NaN takes the gradient, as argmax
             hit |= nan & np.isnan(tap)
-        if free is not None:
+        if not first:
             hit &= free
-        if k + 1 < len(taps):
-            free = ~hit if free is None else np.logical_and(free, ~hit, out=free)
-        if keep is not None:  # not (tap <= 0): tap > 0, or NaN
+        if k + 1 < len(taps):  # free and not hit: free > hit, for bools
+            free = np.logical_not(hit, out=free) if first else np.greater(free, hit, out=free)
+        first = False
+        if nonpositive_to_zero:  # not (tap <= 0): tap > 0, or NaN
             np.greater(tap, 0, out=keep)
             if nan is not None:
                 keep |= np.isnan(tap)

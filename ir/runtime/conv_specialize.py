@@ -70,7 +70,13 @@ def _pool(name, types, out, **attrs):
     from .specialize import planned
     if not _same_floats(types, out) or any(t.ndim != 4 for t in types):
         return None
-    return planned(_call(_POOLS[name], attrs))
+    kernel = _POOLS[name]
+    if name == "nn.max_pool2d":
+        return planned(_call(kernel, attrs))
+
+    def pool_backward(g, data, out=None, scratch=()):  # NumPy's tiled path takes the masks from scratch
+        return kernel(np, g, data, **attrs, out=out, work=scratch if len(scratch) == 5 else None)
+    return planned(pool_backward, scratch=conv_kernels.pool_work(types[0].shape, out.dtype))
 
 
 _POOLS = {"nn.max_pool2d": conv_kernels.max_pool2d, "grad.max_pool2d_backward": conv_kernels.max_pool2d_backward,

@@ -61,10 +61,10 @@ def dropout(xp, x, seed, rate, out=None):
     given), else the NumPy kernel (the same values)."""
     if (rate == 0.0 or not numba_hook.ENABLED or xp is not np or type(x) is not np.ndarray or x.dtype not in _DTYPES
             or x.size < MIN_SIZE):
-        return _NUMPY(xp, x, seed, rate)
+        return _NUMPY(xp, x, seed, rate) if out is None else _NUMPY(xp, x, seed, rate, out=out)
     if not numba_hook.ready():
         numba_hook.prepare(("dropout",), _load)
-        return _NUMPY(xp, x, seed, rate)
+        return _NUMPY(xp, x, seed, rate, out=out)
     key = np.uint64(int(_nn_ops._key(np, seed)[0]))
     result = np.empty(x.shape, x.dtype) if out is None else out
     _module().dropout(np.ascontiguousarray(x).reshape(-1), result.reshape(-1), key,

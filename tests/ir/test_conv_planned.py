@@ -66,9 +66,17 @@ def test_pool_backward_into_out_equals_without(relu, numba, hw, monkeypatch):
     x = _relu_data((2, 3) + hw, "relu", "float32", rng)
     g = rng.standard_normal((2, 3, hw[0] // 2, hw[1] // 2)).astype("float32")
     fn = conv_kernels.relu_max_pool2d_backward if relu else conv_kernels.max_pool2d_backward
-    out = np.full(x.shape, np.nan, "float32")
-    got = fn(np, g, x, *_POOL_ARGS, out=out)
-    assert np.array_equal(got, fn(np, g, x, *_POOL_ARGS))
+    want = fn(np, g, x, *_POOL_ARGS)
+    for kind in ("nan", "nan_at_a_window"):
+        if kind == "nan_at_a_window":
+            x.flat[5] = np.nan
+            want = fn(np, g, x, *_POOL_ARGS)
+        out = np.full(x.shape, np.nan, "float32")
+        work = [np.full(shape, True if dtype == "bool" else np.nan, dtype)
+                for shape, dtype in conv_kernels.pool_work(g.shape, "float32")]  # planned arrays hold old values
+        got = fn(np, g, x, *_POOL_ARGS, out=out, work=work)
+        assert np.array_equal(got, want, equal_nan=True)
+        assert np.array_equal(fn(np, g, x, *_POOL_ARGS, out=out, work=work), want, equal_nan=True)
 
 
 def test_conv_kernels_into_out_equal_without():
@@ -144,3 +152,20 @@ def test_builders_leave_what_they_do_not_cover():
     assert conv_specialize.BUILDERS["nn.conv2d"]("nn.conv2d", [f32, w], out, **attrs, groups=3) is None
     assert conv_specialize.BUILDERS["nn.conv2d"]("nn.conv2d", [f16, w], out, **attrs, groups=1) is None
     assert conv_specialize.BUILDERS["nn.dropout"]("nn.dropout", [f32, TensorType((), "int64")], f32, rate=0.0) is None
+
+
+@pytest.mark.parametrize("numba", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_dropout_into_out_equals_without(numba, dtype, monkeypatch):
+    from ir.runtime import numba_dropout
+    if not numba:  # the op's NumPy kernel, chunk by chunk (numba not loaded, or TRACEGRAD_KERNELS=numpy)
+        monkeypatch.setattr(numba_dropout.numba_hook, "ready", lambda: False)
+    x = np.random.default_rng(4).standard_normal((3, 50000)).astype(dtype)
+    x.flat[:3] = np.nan, np.inf, -0.0
+    seed = np.int64(11)
+    with np.errstate(invalid="ignore"):
+        want = numba_dropout.dropout(np, x, seed, 0.25)
+        out = np.full(x.shape, 7.0, dtype)
+        got = numba_dropout.dropout(np, x, seed, 0.25, out=out)
+    assert got is out and np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
