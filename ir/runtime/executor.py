@@ -25,6 +25,7 @@ from . import (
     anomaly,
     concat_heads,
     cross_entropy,
+    dense_chains,
     numba_hook,
     numba_program,
     pool_relu,
@@ -126,6 +127,7 @@ class CompiledFunction:
             fn = pool_relu.rewrite(fn)  # relu's backward after max-pool's as one op (ir.runtime.pool_relu)
             fn = weight_layout.rewrite(fn)  # a weight^T many matmuls read, copied once (ir.runtime.weight_layout)
             fn = concat_heads.rewrite(fn)  # q/k/v gradients stacked in one copy (ir.runtime.concat_heads)
+            fn = dense_chains.rewrite(fn)  # a dense layer's bias + relu, relu's backward (ir.runtime.dense_chains)
             if numba_hook.ENABLED:  # softmax/layer_norm/GELU backward chains as numba row kernels
                 fn = vjp_chains.rewrite(fn)
         self.name, self.xp, self.stats, self.fn = name, xp, stats, fn

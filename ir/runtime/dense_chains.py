@@ -1,0 +1,317 @@
+"""A dense layer's bias and relu, and relu's backward, each as one pass (NumPy executor).
+
+An MLP's hidden layer, `relu(add(matmul(x, w), b))`, runs as three bindings: the GEMM, the bias added in
+place, and the relu into an array of its own (two passes over the (M, N) result after the GEMM). Its VJP is
+`where(less_equal(r, 0), 0, g)` with r the relu's output: a bool mask of the full size, then a select that
+NumPy's masked copy runs element by element with a branch (about 1.1 ms on (256, 1024) float32 with a random
+mask, 1 thread). `rewrite(fn)` (called by the executor when it compiles a function) replaces each by one
+standard `fused` binding whose `expr` is the chain itself, so the IR means what it meant and its reference
+kernel evaluates it op by op:
+
+- `fused((x, w, b), expr="nn.relu(add(matmul(x0, x1), x2))")`: the GEMM into the binding's own (planned)
+  storage, then bias and relu in one pass over it in place;
+- `fused((r, g), expr="where(less_equal(x0, const(0.0)), const(0.0), x1)")`: one branchless select.
+
+`kernel(call)`, asked by ir.runtime.specialize for every `fused` binding, gives the kernel for those exprs:
+numba loops (the `fast` extra) once numba is loaded, else NumPy's: the bias and the relu as in-place ufuncs
+into the GEMM's output, and the select as an integer product of the gradient's bits with the kept mask.
+Values: the same bits as the replaced bindings (NaN, inf and -0.0 included: NumPy's maximum(-0.0, 0) is
++0.0 and maximum(nan, 0) nan; x <= 0 is false for nan, so the gradient passes there as `where` says).
+
+Left as they are: bindings read elsewhere (the GEMM's or the sum's result, the mask), biases that are not
+one row of the last axis, dtypes other than float32/64, a fill that is not +0.0, and arrays of at most
+numba_emit.MAX_SIZE elements (a small function stays one whole-function numba program, which takes no
+`fused` binding; dispatch dominates such steps anyway).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ..nodes import Binding, Call, Constant, Function, Tuple, Var
+from ..ops.fused import Const, Leaf, Node, parse_expr
+from ..transform.base import replace_bindings
+from ..types import TensorType
+from . import numba_hook
+from .cross_entropy import _use_counts
+from .numba_emit import MAX_SIZE
+from .numba_threads import fork_safe, use_parallel
+
+ENABLED = True  # False: functions compiled from now on keep the three bindings (A/B, tests)
+_FLOATS = ("float32", "float64")
+_INT_VIEW = {"float32": np.int32, "float64": np.int64}  # the select's integer view of the same width
+
+
+def _scalar(e, dtype) -> float | None:
+    """The value of a 0-d constant of `dtype`, else None."""
+    if isinstance(e, Constant) and e.data.shape == () and str(e.data.dtype) == dtype:
+        return e.data.item()
+    return None
+
+
+def _plus_zero(e, dtype) -> bool:
+    v = _scalar(e, dtype)
+    return v is not None and v == 0 and not math.copysign(1.0, v) < 0
+
+
+def _bias_row(t, out: TensorType) -> bool:
+    """t broadcasts along the last axis only: shape (N,), (1, N), ... with N the result's last dimension."""
+    if not isinstance(t, TensorType) or t.dtype != out.dtype or len(t.shape) > len(out.shape) or not t.shape:
+        return False
+    return t.shape[-1] == out.shape[-1] and all(d == 1 for d in t.shape[:-1])
+
+
+def _big(t: TensorType) -> bool:
+    return math.prod(t.shape) > MAX_SIZE
+
+
+def _private(e, producer, uses):
+    """(index, call) of the binding defining var e when e is read exactly once, else None."""
+    return producer.get(e) if isinstance(e, Var) and uses.get(e, 0) == 1 else None
+
+
+def _match_forward(call, producer, uses):
+    """(fused call, interior binding indices) for relu(add(matmul(x, w), b)), else None."""
+    t = call.type
+    found = _private(call.args[0], producer, uses)
+    if found is None or found[1].op != "add" or found[1].type != t or call.attrs or found[1].attrs:
+        return None
+    ai, add = found
+    for k in (0, 1):
+        mm = _private(add.args[k], producer, uses)
+        bias = add.args[1 - k]
+        if mm is None or mm[1].op != "matmul" or mm[1].type != t or mm[1].attrs or not _bias_row(bias.type, t):
+            continue
+        x, w = mm[1].args
+        if (not isinstance(x.type, TensorType) or not isinstance(w.type, TensorType) or x.type.ndim < 2
+                or w.type.ndim != 2 or x.type.dtype != t.dtype or w.type.dtype != t.dtype):
+            continue
+        inner = Node("matmul", (Leaf(0), Leaf(1)), {})
+        parts = (inner, Leaf(2)) if k == 0 else (Leaf(2), inner)
+        expr = Node("nn.relu", (Node("add", parts, {}),), {}).text()
+        return Call("fused", (Tuple((x, w, bias)),), {"expr": expr}, t), (ai, mm[0])
+    return None
+
+
+def _match_backward(call, producer, uses):
+    """(fused call, interior binding indices) for where(less_equal(a, c), 0, g), else None."""
+    t = call.type
+    mask, fill, g = call.args
+    found = _private(mask, producer, uses)
+    if found is None or found[1].op != "less_equal" or not _plus_zero(fill, t.dtype):
+        return None
+    mi, less = found
+    a, c = less.args
+    threshold = _scalar(c, t.dtype)
+    if threshold is None or a.type != t or g.type != t:
+        return None
+    expr = Node("where", (Node("less_equal", (Leaf(0), Const(threshold, t.dtype)), {}), Const(0.0, t.dtype),
+                          Leaf(1)), {}).text()
+    return Call("fused", (Tuple((a, g)),), {"expr": expr}, t), (mi,)
+
+
+def rewrite(fn: Function) -> Function:
+    """`fn` with each dense layer's bias + relu and each relu backward as one `fused` binding; `fn` itself when
+    there is none (it is never modified)."""
+    if not ENABLED or len(fn.blocks) != 1:
+        return fn
+    bindings = fn.bindings
+    candidates = [i for i, b in enumerate(bindings) if isinstance(b.value, Call)
+                  and b.value.op in ("nn.relu", "where") and isinstance(b.value.type, TensorType)
+                  and b.value.type.dtype in _FLOATS and _big(b.value.type)]
+    if not candidates:
+        return fn
+    producer = {b.var: (i, b.value) for i, b in enumerate(bindings) if isinstance(b.value, Call)}
+    uses = _use_counts(fn)
+    found = {}  # binding index -> (its fused call, the interior bindings it takes)
+    for i in candidates:
+        call = bindings[i].value
+        match = (_match_forward if call.op == "nn.relu" else _match_backward)(call, producer, uses)
+        if match is not None:
+            found[i] = match
+    if not found:
+        return fn
+    drop = {j for _, interior in found.values() for j in interior}
+    return replace_bindings(fn, [Binding(b.var, found[i][0]) if i in found else b for i, b in enumerate(bindings)
+                                 if i not in drop], fn.body)
+
+
+# ---------------------------------------------------------------- the kernels of the two fused forms
+
+
+def _form(expr: str):
+    """("linear_relu", the bias first in the sum) or ("relu_grad", threshold, dtype) for the exprs `rewrite`
+    makes, else None."""
+    tree = parse_expr(expr)
+    if not isinstance(tree, Node) or tree.attrs:
+        return None
+    if tree.op == "nn.relu":
+        add = tree.args[0]
+        if not isinstance(add, Node) or add.op != "add" or add.attrs:
+            return None
+        for k in (0, 1):
+            mm, bias = add.args[k], add.args[1 - k]
+            if (isinstance(mm, Node) and mm.op == "matmul" and not mm.attrs and isinstance(bias, Leaf)
+                    and bias.index == 2 and all(isinstance(a, Leaf) and a.index == n for n, a in enumerate(mm.args))):
+                return ("linear_relu", k == 1)
+        return None
+    if tree.op == "where" and len(tree.args) == 3:
+        less, fill, g = tree.args
+        if (isinstance(less, Node) and less.op == "less_equal" and not less.attrs and isinstance(less.args[0], Leaf)
+                and less.args[0].index == 0 and isinstance(less.args[1], Const) and isinstance(fill, Const)
+                and isinstance(g, Leaf) and g.index == 1 and fill.dtype == less.args[1].dtype
+                and fill.value == 0 and math.copysign(1.0, fill.value) > 0):
+            return ("relu_grad", float(less.args[1].value), less.args[1].dtype)
+    return None
+
+
+def kernel(call):
+    """The kernel (`run(xs, out=None)`, takes planned storage) of a `fused` binding whose expr is one of
+    `rewrite`'s forms on types it covers, else None."""
+    expr = call.attrs.get("expr", "")
+    if not expr.startswith(("nn.relu(add(", "where(less_equal(x0")):
+        return None
+    form = _form(expr)
+    fields = getattr(call.args[0].type, "fields", None) if len(call.args) == 1 else None
+    out = call.type
+    if form is None or fields is None or not isinstance(out, TensorType) or out.dtype not in _FLOATS \
+            or not out.shape or 0 in out.shape or not all(isinstance(f, TensorType) for f in fields):
+        return None
+    dtype = np.dtype(out.dtype)
+    if form[0] == "linear_relu":
+        if len(fields) != 3:
+            return None
+        x, w, b = fields
+        if (x.ndim < 2 or w.ndim != 2 or not _bias_row(b, out) or x.dtype != out.dtype or w.dtype != out.dtype
+                or out.shape != (*x.shape[:-1], w.shape[1]) or x.shape[-1] != w.shape[0]):
+            return None
+        fast = _numba("bias_relu", dtype, math.prod(out.shape))
+        return _planned(functools.partial(_linear_relu, shape=out.shape, dtype=dtype, n=out.shape[-1],
+                                          rows=math.prod(out.shape[:-1]), first=form[1], fast=fast))
+    if len(fields) != 2 or any(f != out for f in fields) or form[2] != out.dtype:
+        return None
+    fast = _numba("relu_grad", dtype, math.prod(out.shape))
+    t = dtype.type(form[1])
+    flat = (math.prod(out.shape[:-1]), out.shape[-1])
+    return _planned(functools.partial(_relu_grad, t=t, zero=dtype.type(0), flat=flat, view=_INT_VIEW[out.dtype],
+                                      fast=fast))
+
+
+def _planned(fn):
+    # as ir.runtime.specialize.planned marks a kernel: it takes out= and returns out or a new array
+    fn.takes_out, fn.scratch, fn.fresh = True, (), True
+    return fn
+
+
+def _linear_relu(xs, shape, dtype, n, rows, first, fast, out=None):
+    x, w, b = xs
+    if out is None:
+        out = np.empty(shape, dtype)
+    y = out.reshape(rows, n)
+    if x.ndim == 2:
+        np.matmul(x, w, out=out)
+    elif x.flags.c_contiguous:  # ir.runtime.specialize's linear layer: (..., K) @ (K, N) as one 2-D GEMM
+        np.matmul(x.reshape(rows, -1), w, out=y)
+    else:
+        np.matmul(x, w, out=out)
+    b = b.reshape(n)
+    if fast is not None:
+        fast(y, np.ascontiguousarray(b), dtype.type(0), first)
+    else:
+        np.add(*((b, y) if first else (y, b)), out=y)
+        np.maximum(y, dtype.type(0), out=y)
+    return out
+
+
+def _relu_grad(xs, t, zero, flat, view, fast, out=None):
+    a, g = xs
+    if out is None:
+        out = np.empty(g.shape, g.dtype)
+    if fast is not None and a.flags.c_contiguous and g.flags.c_contiguous:
+        fast(a.reshape(flat), g.reshape(flat), out.reshape(flat), t, zero)
+        return out
+    # NumPy: the kept elements' bits times 1, the others' times 0 (+0.0): where's bits without its branches
+    keep = np.less_equal(a, t)
+    np.logical_not(keep, out=keep)
+    np.multiply(g.view(view), keep, out=out.view(view))
+    return out
+
+
+# ---------------------------------------------------------------- numba (the fast extra)
+
+_SOURCE = '''"""Generated by ir.runtime.dense_chains: a dense layer's bias + relu in place, relu's backward."""
+from numba import njit, prange
+
+
+@njit(cache=True, error_model="numpy")
+def bias_relu_serial(y, b, zero, first):
+    for i in range(y.shape[0]):
+        _row(y[i], b, zero, first)
+
+
+@njit(cache=True, error_model="numpy", parallel=True)
+def bias_relu_parallel(y, b, zero, first):
+    for i in prange(y.shape[0]):
+        _row(y[i], b, zero, first)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _row(y, b, zero, first):
+    # the sum in the IR's operand order: x86 hands back the first operand's NaN where both are NaN
+    if first:
+        for j in range(y.shape[0]):
+            v = b[j] + y[j]
+            y[j] = v if v > zero or v != v else zero
+    else:
+        for j in range(y.shape[0]):
+            v = y[j] + b[j]
+            y[j] = v if v > zero or v != v else zero
+
+
+@njit(cache=True, error_model="numpy")
+def relu_grad_serial(a, g, out, t, zero):
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = zero if a[i, j] <= t else g[i, j]
+
+
+@njit(cache=True, error_model="numpy", parallel=True)
+def relu_grad_parallel(a, g, out, t, zero):
+    for i in prange(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = zero if a[i, j] <= t else g[i, j]
+'''
+
+
+@functools.cache
+def _module():
+    from .numba_gen import load
+    return load(_SOURCE, "dense")
+
+
+def _numba(name, dtype, size):
+    """The numba loop `name` for arrays of `dtype` and `size` elements, or None for NumPy's path (numba not
+    wanted; still loading: the loop is prepared for the executor's re-make)."""
+    if not numba_hook.ENABLED:
+        return None
+    if not numba_hook.ready():
+        numba_hook.prepare(("dense", name, dtype.name, size), functools.partial(_load, name, dtype, size))
+        return None
+    m = _module()
+    serial = getattr(m, f"{name}_serial")
+    return fork_safe(serial, getattr(m, f"{name}_parallel")) if use_parallel(size) else serial
+
+
+def _load(name, dtype, size):
+    m, z, t = _module(), np.zeros((1, 1), dtype), dtype.type(0)
+    for form in ("serial", "parallel") if use_parallel(size) else ("serial",):  # the pool as numba_threads starts it
+        run = getattr(m, f"{name}_{form}")
+        if name == "bias_relu":
+            run(z, np.zeros(1, dtype), t, False)
+        else:
+            run(z, z, np.empty_like(z), t, t)
+
+
+__all__ = ["ENABLED", "kernel", "rewrite"]
