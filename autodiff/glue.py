@@ -82,7 +82,8 @@ def _write(step, c, call, args) -> tuple[str, dict]:
               isinstance=isinstance, active=active_trace, environ=os.environ, key=_buffer_key,
               MemInfo=_meminfo_type(), NoMemInfo=_NoMemInfo, meminfo_type=_meminfo_type,
               unshared=_unshared, feed_arg=_feed_arg, signature=_signature, is_scalar=is_scalar_input,
-              fresh_seed=fresh_seed, wrap=Tensor.wrap, refuse=_refuse_aliased_writes, S=step, C=c, CALL=call,
+              fresh_seed=fresh_seed, wrap=Tensor.wrap, new=object.__new__, Tensor=Tensor,
+              refuse=_refuse_aliased_writes, S=step, C=c, CALL=call,
               LI=step.leaf_index, rebuild_aux=pytree.rebuild_aux, trace_module=trace_module, env=_ENV)
     lines = Lines(ns, failure="MISS", indent=2)
     const, fail = lines.const, lines.fail
@@ -311,12 +312,12 @@ def _assemble(lines: Lines, step, c, value, grads) -> str:
         if not s:
             out.append("None")
         elif len(s) != 1:
-            out.append(f"wrap({' + '.join(grads[i] for i in s)})")
+            out.append(_wrap(lines, " + ".join(grads[i] for i in s)))
         elif s[0] in handed:
-            out.append(f"wrap({grads[s[0]]}.copy())")
+            out.append(_wrap(lines, f"{grads[s[0]]}.copy()"))
         else:
             handed.add(s[0])
-            out.append(f"wrap({grads[s[0]]})")
+            out.append(_wrap(lines, grads[s[0]]))
     if c.rebuild is list:
         gradients = "[" + ", ".join(out) + "]"
     else:
@@ -325,7 +326,32 @@ def _assemble(lines: Lines, step, c, value, grads) -> str:
         if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)):
             raise _Unsupported
         aux = f"rebuild_aux({_tuple(value[1])}, {lines.const(c.out_tree)}, wrap)"
-        return f"(wrap({value[0]}), {aux}), {gradients}" if step.return_value else f"{gradients}, {aux}"
+        return f"({_wrap(lines, value[0])}, {aux}), {gradients}" if step.return_value else f"{gradients}, {aux}"
     if not isinstance(value, str):
         raise _Unsupported
-    return f"wrap({value}), {gradients}" if step.return_value else gradients
+    return f"{_wrap(lines, value)}, {gradients}" if step.return_value else gradients
+
+
+def _wrap(lines: Lines, expr: str) -> str:
+    """A local holding Tensor.wrap(expr), made inline (a call of Tensor.wrap costs about as much as its stores):
+    a new Tensor whose slots hold what Tensor.wrap's do, read off one it made (so the two cannot drift)."""
+    name = lines.name("w")
+    lines.line(f"{name} = new(Tensor)")
+    lines.line(f"{name}._data = {expr}")
+    for value, slots in _wrap_slots():
+        text = repr(value) if value is None or type(value) in (bool, str) else lines.const(value)
+        lines.line(" = ".join(f"{name}.{slot}" for slot in slots) + f" = {text}")
+    return name
+
+
+def _wrap_slots() -> list[tuple[object, list[str]]]:
+    """(value, slots holding it) of a Tensor made by Tensor.wrap, but for `_data` (what it wraps)."""
+    made = Tensor.wrap(None)
+    groups: dict[int, tuple[object, list[str]]] = {}
+    for cls in type(made).__mro__:
+        for slot in getattr(cls, "__slots__", ()):
+            if slot in ("_data", "__weakref__", "__dict__") or not hasattr(made, slot):
+                continue
+            value = getattr(made, slot)
+            groups.setdefault(id(value), (value, []))[1].append(slot)
+    return list(groups.values())

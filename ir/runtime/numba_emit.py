@@ -3,11 +3,14 @@
 `source(fn)` walks the bindings once. Elementwise ops (numba_gen's scalar texts, so each sub-op is computed in
 its inferred dtype and rounded to it, exp/tanh/sigmoid of float32 being numba_math's polynomials) are lazy: a
 value read once is computed inside its reader's loop, one read several times, returned or read by a
-non-elementwise op gets its own loop nest over its static shape. Broadcasting reads index size-1 axes with 0.
-matmul (2-D) is `np.dot` into a new array (BLAS), a transposed operand read as the `.T` view (F layout) rather
-than copied; sum, mean, collapse_sum_to and the cross-entropy accumulate in float64 and round once; softmax
-and log_softmax (last axis) do a row's max, a float64 sum of exp and the result in three passes. reshape and a
-2-D permute_dims are views; zeros/ones/full are scalars broadcast where read. nll_loss and its backward take
+non-elementwise op gets its own loop nest over its static shape, or one flat loop over 1-D views when it reads
+no array broadcast; under rows shorter than SHORT_ROW a float32 polynomial over full-shape arrays is computed
+first in a flat loop of its own (short rows vectorise poorly). Broadcasting reads index size-1 axes with 0.
+The non-elementwise ops are ir.runtime.numba_emit_ops' emitters: matmul (2-D) is `np.dot` into a new array
+(BLAS), a transposed operand read as the `.T` view (F layout) rather than copied; sum, mean, collapse_sum_to
+and the cross-entropy accumulate in float64 and round once; softmax and log_softmax (last axis) do a row's
+max, a float64 sum of exp and the result in three passes. reshape and a 2-D permute_dims are views;
+zeros/ones/full are scalars broadcast where read. nll_loss and its backward take
 (N, C) predictions and integer targets (integer tensors are allowed as parameters only); a target out of
 range raises IndexError inside, and the caller runs the executor's path, which raises its own error.
 Anything else (an op, a dtype other than float32/float64/bool, a static shape missing, an empty array or one
@@ -21,13 +24,14 @@ import numpy as np
 
 from ..nodes import Call, Constant, Tuple, TupleGetItem, Var
 from ..types import TensorType
+from .numba_emit_ops import _DTYPES, _EMITTERS, _FILLS, _INTS, _READS_LAZY, Unsupported
 
 # The largest array a program holds, as measured: on the tiny MLP's shapes at 1 thread the program's
 # value_and_grad stays at 0.50-0.57x the per-op path's from batch 32 to 1024 (arrays of 2,048 to 65,536
 # elements); larger ones were not measured and keep the per-op path (planned storage, parallel kernels).
 MAX_SIZE = 65536
-_DTYPES = {"float32": "f32", "float64": "f64", "bool": "boolean"}
-_INTS = ("int32", "int64")
+SHORT_ROW = 16  # loops whose last axis is shorter: float32 polynomials hoisted into flat loops (_Gen.hoist)
+_POLYNOMIAL = frozenset({"exp", "tanh", "sigmoid", "nn.silu", "nn.gelu"})
 _ELEMENTWISE = frozenset({
     "add", "subtract", "multiply", "divide", "power", "negative", "abs", "maximum", "minimum", "exp", "log",
     "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "nn.relu", "nn.silu", "nn.gelu", "less", "less_equal",
@@ -43,10 +47,6 @@ from {package}.numba_math import exp32, exp_reduced, sigmoid32, tanh32
 
 f32, f64 = np.float32, np.float64
 '''
-
-
-class Unsupported(Exception):
-    """Something the generator does not emit: the whole function keeps the executor's path."""
 
 
 class _Val:
@@ -256,14 +256,47 @@ class _Gen:
         if v.lazy is None:
             return v
         v = self.settle(v, v.shape)
+        if len(v.shape) >= 2 and v.shape[-1] < SHORT_ROW:
+            v = self.hoist(v, v.shape, root=True)
         out = self.new(v.shape, v.dtype)
         self.empty(out)
+        n, target = math.prod(v.shape), out
+        if len(v.shape) >= 2 and all(leaf.text is not None or leaf.layout == "C" and leaf.shape == v.shape
+                                     for leaf in self.leaves(v)):
+            # no broadcast read: one flat loop over 1-D views (a loop nest's short rows vectorise poorly)
+            views = {}
+            v = self.flat(v, n, views)
+            target = self.view(out, (n,), "C", f"    {{}} = {out.name}.reshape({n})")
         heads, ind = self.loops(v.shape)
         body = []
         text = self.elem(v, v.shape, body, ind)
-        target = f"{out.name}[{', '.join(f'i{k}' for k in range(len(v.shape)))}]" if v.shape else f"{out.name}[()]"
-        self.line("\n".join([*heads, *body, f"{ind}{target} = {text}"]), v)
+        at = f"{target.name}[{', '.join(f'i{k}' for k in range(len(v.shape)))}]" if v.shape else f"{target.name}[()]"
+        self.line("\n".join([*heads, *body, f"{ind}{at} = {text}"]), v, target)
         return out
+
+    def flat(self, v, n, views):
+        """The lazy value `v` over (n,): each array it reads as a 1-D view (made once per array, in `views`)."""
+        if v.text is not None:
+            return v
+        if v.lazy is None:
+            if v.name not in views:
+                views[v.name] = self.view(v, (n,), "C", f"    {{}} = {v.name}.reshape({n})")
+            return views[v.name]
+        op, attrs, args = v.lazy
+        return _Val(None, (n,), v.dtype, lazy=(op, attrs, tuple(self.flat(a, n, views) for a in args)))
+
+    def hoist(self, v, shape, root=False):
+        """`v` with each float32 polynomial (exp, tanh, sigmoid, silu, gelu: numba_math's, which vectorise only
+        in long loops) over arrays of the full `shape` computed first, in a flat loop of its own (the same
+        values: each sub-op is rounded to its dtype either way)."""
+        if v.lazy is None:
+            return v
+        op, attrs, args = v.lazy
+        v = _Val(None, v.shape, v.dtype, lazy=(op, attrs, tuple(self.hoist(a, shape) for a in args)))
+        if not root and op in _POLYNOMIAL and v.dtype == "float32" and v.shape == shape and all(
+                leaf.text is not None or leaf.layout == "C" and leaf.shape == shape for leaf in self.leaves(v)):
+            return self.concrete(v)
+        return v
 
     def elem(self, v, shape, body, ind):
         """The element of `v` at the loop indices over `shape`; statements go to `body`."""
@@ -333,200 +366,6 @@ class _Gen:
     def out_text(out, out_index):
         idx = [i for i in out_index if i is not None]
         return f"{out.name}[{', '.join(idx)}]" if out.shape else f"{out.name}[()]"
-
-
-def _float(args, t, n=None):
-    if any(a.dtype not in ("float32", "float64") for a in args) or t.dtype not in ("float32", "float64"):
-        raise Unsupported("non-float operand")
-    if n is not None and len(args) != n:
-        raise Unsupported("arity")
-
-
-def _sum(g, op, attrs, args, t):
-    x = args[0]
-    _float(args, t, 1)
-    if x.dtype != t.dtype:
-        raise Unsupported("sum form")
-    nd = len(x.shape)
-    axes = tuple(range(nd)) if attrs["axis"] is None or not nd else tuple(sorted({a % nd for a in attrs["axis"]}))
-    keep = attrs["keepdims"]
-    n = math.prod(x.shape[a] for a in axes)
-    scale = f" / {float(n)!r}" if op == "mean" else ""
-    out_index = [("0" if keep else None) if k in axes else f"i{k}" for k in range(nd)]
-    return g.reduce(x, axes, t.shape, out_index, t.dtype, scale)
-
-
-def _collapse(g, op, attrs, args, t):
-    x = args[0]
-    _float(args, t, 1)
-    shape = tuple(attrs["shape"])
-    lead = len(x.shape) - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and x.shape[lead + i] != 1)
-    if not axes:
-        return x  # NumPy's kernel returns x itself
-    out_index = [None if k < lead else ("0" if k in axes else f"i{k}") for k in range(len(x.shape))]
-    return g.reduce(x, axes, t.shape, out_index, t.dtype, "")
-
-
-def _matmul(g, op, attrs, args, t):
-    a, b = args
-    _float(args, t, 2)
-    if len(a.shape) != 2 or len(b.shape) != 2 or a.dtype != t.dtype or b.dtype != t.dtype:
-        raise Unsupported("matmul form")
-    a, b = (g.contiguous(v) for v in (a, b))
-    out = g.new(t.shape, t.dtype)
-    g.empty(out)
-    g.line(f"    np.dot({a.name}, {b.name}, {out.name})", a, b, out)
-    return out
-
-
-def _permute(g, op, attrs, args, t):
-    x = args[0]
-    nd = len(x.shape)
-    axes = tuple(reversed(range(nd))) if attrs["axes"] is None else tuple(a % nd for a in attrs["axes"])
-    if axes == tuple(range(nd)):
-        return x
-    if nd == 2:
-        layout = {"C": "F", "F": "C"}.get(x.layout, "A")
-        return g.view(x, t.shape, layout, f"    {{}} = {x.name}.T")
-    return g.view(x, t.shape, "A", f"    {{}} = np.transpose({x.name}, {axes!r})")
-
-
-def _reshape(g, op, attrs, args, t):
-    x = args[0]
-    if t.shape == x.shape:
-        return x
-    if x.layout != "C":
-        c = g.new(x.shape, x.dtype)
-        g.line(f"    {c.name} = np.ascontiguousarray({x.name})", x)
-        x = c
-    return g.view(x, t.shape, "C", f"    {{}} = {x.name}.reshape({t.shape!r})")
-
-
-def _softmax(g, op, attrs, args, t):
-    x = args[0]
-    _float(args, t, 1)
-    nd = len(x.shape)
-    if not nd or attrs["axis"] % nd != nd - 1 or x.dtype != t.dtype:
-        raise Unsupported("softmax axis")
-    out = g.new(t.shape, t.dtype)
-    g.empty(out)
-    f32 = t.dtype == "float32"
-    T = _DTYPES[t.dtype]
-    heads, ind = g.loops(x.shape[:-1])
-    lead = ", ".join(f"i{k}" for k in range(nd - 1))
-    at = f"{lead}, j" if lead else "j"
-    m, s, e, d, ls = (g.local(p) for p in ("m", "s", "e", "d", "ls"))
-    # exp of x - max <= 0 in float64: numba_math's branch-free polynomial for float32 rows (the loop
-    # vectorises; exp(-160) is 0 to float32), libm's for float64; NaN stays NaN
-    exp = f"exp_reduced({d} if ({d} > -160.0 or {d} != {d}) else -160.0)" if f32 else f"math.exp({d})"
-    n = x.shape[-1]
-    lines = [*heads,
-             f"{ind}{m} = {x.name}[{lead + ', ' if lead else ''}0]",
-             f"{ind}for j in range(1, {n}):",
-             f"{ind}    {e} = {x.name}[{at}]",
-             f"{ind}    if {e} > {m} or {e} != {e}:",  # NumPy's max: NaN wins
-             f"{ind}        {m} = {e}",
-             f"{ind}{s} = 0.0",
-             f"{ind}for j in range({n}):",
-             f"{ind}    {d} = f64({x.name}[{at}]) - f64({m})",
-             f"{ind}    {s} += {exp}"]
-    if op == "nn.log_softmax":
-        lines += [f"{ind}{ls} = math.log({s})",
-                  f"{ind}for j in range({n}):",
-                  f"{ind}    {out.name}[{at}] = {T}(f64({x.name}[{at}]) - f64({m}) - {ls})"]
-    else:
-        lines += [f"{ind}for j in range({n}):",
-                  f"{ind}    {d} = f64({x.name}[{at}]) - f64({m})",
-                  f"{ind}    {out.name}[{at}] = {T}({exp} / {s})"]
-    g.line("\n".join(lines), x, out)
-    return out
-
-
-def _cross_entropy(g, op, attrs, args, t):
-    p, q = (g.settle(a, a.shape) for a in args)
-    _float(args, t, 2)
-    if p.shape != q.shape:
-        raise Unsupported("cross-entropy form")
-    out = g.new((), t.dtype)
-    g.empty(out)
-    heads, ind = g.loops(p.shape)
-    body = []
-    a, b = g.elem(p, p.shape, body, ind), g.elem(q, q.shape, body, ind)
-    acc = g.local("acc")
-    scale = f" / {float(p.shape[0])!r}" if len(p.shape) >= 2 else ""
-    g.line("\n".join([f"    {acc} = 0.0", *heads, *body, f"{ind}{acc} += f64({a}) * f64({b})",
-                      f"    {out.name}[()] = {_DTYPES[t.dtype]}(-{acc}{scale})"]), p, q, out)
-    return out
-
-
-def _nll_rows(g, pred, targets, attrs, body):
-    """Loop lines over the rows of a (N, C) `pred`: `tgt` the row's target, `hit` whether it counts, `body` per
-    row; an out-of-range target raises IndexError (the program's caller runs the NumPy path, which words it)."""
-    n, c = pred.shape
-    return [f"    for i0 in range({n}):", f"        tgt = {targets.name}[i0]",
-            f"        hit = tgt != {int(attrs['ignore_index'])}",
-            f"        if hit and (tgt < 0 or tgt >= {c}):",
-            '            raise IndexError("nll_loss: target out of range")', *body]
-
-
-def _nll_form(pred, targets, attrs):
-    if len(pred.shape) != 2 or targets.shape != pred.shape[:1] or targets.dtype not in _INTS \
-            or pred.dtype not in ("float32", "float64") or attrs["reduction"] not in ("mean", "sum", "none"):
-        raise Unsupported("nll_loss form")
-
-
-def _nll_loss(g, op, attrs, args, t):
-    pred, targets = args
-    _nll_form(pred, targets, attrs)
-    out = g.new(t.shape, t.dtype)
-    g.empty(out)
-    T = _DTYPES[t.dtype]
-    if attrs["reduction"] == "none":  # -pred[i, t] or 0 where ignored, as NumPy's select
-        rows = [f"        {out.name}[i0] = {T}(-{pred.name}[i0, tgt]) if hit else {T}(0.0)"]
-        g.line("\n".join(_nll_rows(g, pred, targets, attrs, rows)), pred, targets, out)
-        return out
-    acc, cnt = g.local("acc"), g.local("cnt")
-    rows = ["        if hit:", f"            {acc} += f64({pred.name}[i0, tgt])", f"            {cnt} += 1"]
-    end = (f"    {out.name}[()] = {T}(-{acc} / {cnt}) if {cnt} > 0 else {T}(np.nan)" if attrs["reduction"] == "mean"
-           else f"    {out.name}[()] = {T}(-{acc})")
-    g.line("\n".join([f"    {acc} = 0.0", f"    {cnt} = 0", *_nll_rows(g, pred, targets, attrs, rows), end]),
-           pred, targets, out)
-    return out
-
-
-def _nll_loss_backward(g, op, attrs, args, t):
-    grad, pred, targets = args
-    _nll_form(pred, targets, attrs)
-    if grad.dtype != pred.dtype:
-        raise Unsupported("nll_loss_backward dtype")
-    out = g.new(t.shape, t.dtype)
-    g.empty(out)
-    T = _DTYPES[t.dtype]
-    n, c = pred.shape
-    lines = []
-    gi = f"{grad.name}[i0]" if attrs["reduction"] == "none" else g.elem(grad, (), lines, "    ")
-    cnt = g.local("cnt")
-    if attrs["reduction"] == "mean":  # NumPy's -g * valid / max(count, 1), each rounded to the dtype
-        lines += [f"    {cnt} = 0", f"    for i0 in range({n}):",
-                  f"        if {targets.name}[i0] != {int(attrs['ignore_index'])}:", f"            {cnt} += 1",
-                  f"    {cnt} = {cnt} if {cnt} > 0 else 1"]
-    coef = f"{T}({T}(-{gi}) * {T}(1.0 if hit else 0.0))"
-    if attrs["reduction"] == "mean":
-        coef = f"{T}({coef} / {T}({cnt}))"
-    rows = [f"        coef = {coef}", "        safe = tgt if hit else 0", f"        for j in range({c}):",
-            f"            {out.name}[i0, j] = {T}({T}(1.0 if j == safe else 0.0) * coef)"]
-    g.line("\n".join([*lines, *_nll_rows(g, pred, targets, attrs, rows)]), grad, pred, targets, out)
-    return out
-
-
-_EMITTERS = {"sum": _sum, "mean": _sum, "collapse_sum_to": _collapse, "matmul": _matmul, "permute_dims": _permute,
-             "reshape": _reshape, "nn.softmax": _softmax, "nn.log_softmax": _softmax,
-             "nn.cross_entropy_with_logits": _cross_entropy, "nn.nll_loss": _nll_loss,
-             "grad.nll_loss_backward": _nll_loss_backward}
-_FILLS = {"zeros": lambda a: 0, "ones": lambda a: 1, "full": lambda a: a["fill_value"], "zeros_like": lambda a: 0,
-          "ones_like": lambda a: 1, "full_like": lambda a: a["fill_value"]}
-_READS_LAZY = frozenset({"sum", "mean", "collapse_sum_to", "nn.cross_entropy_with_logits"})
 
 
 def _outputs(g, r, leaves: list) -> str:

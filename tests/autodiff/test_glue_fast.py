@@ -211,3 +211,20 @@ def test_one_array_fed_twice_takes_the_executors_layout_walk(generic_calls):
         apart = _as_twin(step, twin, x, x.copy())
         _same(apart, shared)
     assert generic_calls.count(step) == 1
+
+
+def test_results_are_tensors_as_tensor_wrap_makes_them(generic_calls):
+    w = tracer.tensor(_r(3, 2))
+    step = autodiff.value_and_grad(lambda x: (x @ w).sum(), wrt=[w])
+    x = _r(4, 3)
+    for _ in range(3):
+        value, (g,) = step(x)
+    assert "new(Tensor)" in step.glues[0].source
+    for t in (value, g):
+        made = tracer.Tensor.wrap(t.numpy())
+        assert type(t) is tracer.Tensor
+        assert t._data is made._data
+        for slot in tracer.Tensor.__slots__:
+            if slot not in ("_data", "__weakref__"):
+                assert getattr(t, slot) == getattr(made, slot), slot
+    assert generic_calls.count(step) == 1

@@ -193,6 +193,29 @@ def test_softmax_reshape_permute_and_astype():
     _check(lambda a: tracer.broadcast_to(a, (3, 2, 4)) * 2.0, _r(2, 1))
 
 
+def test_flat_loops_and_hoisted_polynomials_under_short_rows():
+    # rows shorter than SHORT_ROW: the float32 polynomials over full-shape arrays get a flat loop of their own,
+    # the rest of the expression (a broadcast read) its loop nest; without a broadcast read, one flat loop
+    x = np.array([[np.nan, 1.0, -2.0, 90.0, -90.0], [np.inf, -np.inf, 0.0, -0.0, 1e-30]] * 3)
+    col = _r(6, 1)
+
+    def f(a, c):
+        return (tracer.exp(a) * c - tracer.tanh(a) + tracer.sigmoid(a) * c, tracer.exp(a) + a * 2.0,
+                F.gelu(a) * c)
+    with np.errstate(all="ignore"):
+        for dtype in ("float64", "float32"):
+            a, c = x.astype(dtype), col.astype(dtype)
+            mod = tracer.trace(f, a, c)
+            if dtype == "float32":
+                text = numba_program.source(mod["main"])[0]
+                assert "exp32(" in text and ".reshape(30)" in text
+            got, want = _both(mod, [a, c])
+            for g, w in zip(got, want, strict=True):
+                assert np.array_equal(np.isnan(g), np.isnan(w)), (g, w)
+                assert _error(g, w) <= (1e-12 if dtype == "float64" else 1e-6), (g, w)
+    _check(lambda a, c: (tracer.exp(a) * c).sum() + tracer.tanh(a * c).mean(), _r(6, 5), _r(6, 1))
+
+
 def test_zero_dim_and_size_one_shapes():
     _check(lambda a, b: a * b + tracer.exp(b), _r(), _r(1, 1))
     _check(lambda a, b: (a - b).sum(axis=0), _r(1, 5), _r(3, 1))
