@@ -1,12 +1,11 @@
 """Optimizer state in flat buffers, updated by one numba call per step (ir.runtime.numba_adam, the `fast` extra).
 
-An optimizer with a `_flat_kind` (Adam, AdamW, Adadelta, RMSprop, Adagrad; SGD but its plain form) keeps, where
-numba is wanted and its parameters are NumPy's C-contiguous float32/float64 arrays, one 1-D buffer per state
-name and dtype; each parameter's state entries (opt.state[i]["exp_avg"], ...) are views of it, put there at the
-parameter's first update (a parameter that never had a gradient has no state, as before); the parameters stay
-the user's arrays. Each step checks that every entry is still its view: one the user (or load_state_dict)
-replaced is copied into the view, which goes back in its place, so the values are never stale, and state_dict()
-copies as before.
+An optimizer with a `_flat_kind` (Adam, AdamW, Adadelta, RMSprop, Adagrad) keeps, where numba is wanted and
+its parameters are NumPy's C-contiguous float32/float64 arrays, one 1-D buffer per state name and dtype; each
+parameter's state entries (opt.state[i]["exp_avg"], ...) are views of it, put there at the parameter's first
+update (a parameter that never had a gradient has no state, as before). The parameters stay the user's arrays.
+Each step checks that every entry is still its view: one the user (or load_state_dict) replaced is copied into
+the view, which goes back in its place, so the values are never stale, and state_dict() copies as before.
 An entry this cannot take (another dtype, shape or array type) sends the step to the NumPy update, which then
 raises or computes exactly what it did before.
 
@@ -62,7 +61,7 @@ class Flat:
             return
         self.union = {n for names in used for n in names}
         self.parts = []
-        where = self.where = {}  # parameter index -> (part, row in it)
+        where = {}  # parameter index -> (part, row in it)
         for dtype in numba_adam.DTYPES:
             rows = [i for i, d in enumerate(datas) if d.dtype == dtype]
             if rows:
@@ -77,9 +76,6 @@ class Flat:
         self.key_names = [n for _, n in keys]
         self.key_views = [views[i][n] for i, n in keys]
         self.views = views
-        rows = numba_adam.ROWS[opt._flat_kind]
-        self.first_col = rows.index("first") if "first" in rows else None  # SGD: a new buffer starts as g
-        self.first: list = []  # (index, name, part, row) of the buffers the loop makes at this step
         self.last_rows = None  # the coefficient rows written last (unchanged ones are not written again)
 
     def _views(self, order, part, r, data):
@@ -107,7 +103,6 @@ def update(opt, arrays: list) -> bool:
         elif type(g) is not ndarray or not g.flags.c_contiguous:
             return False
     states = opt.state
-    flat.first.clear()
     if (missing or not all(map(operator.is_, map(dict.get, [states[i] for i in flat.key_params], flat.key_names),
                                 flat.key_views))) and not _sync(opt, flat, arrays):
         return False
@@ -136,9 +131,6 @@ def update(opt, arrays: list) -> bool:
                         i = part.rows[r]
                         if arrays[i] is not None:
                             coef[r] = coefs(groups[gi], step - skipped[i])
-        first = [r for _, _, p, r in flat.first if p is part]
-        if first:
-            coef[first, flat.first_col] = 1
         for r, i in enumerate(part.rows):
             g = arrays[i]
             if g is None:
@@ -148,11 +140,6 @@ def update(opt, arrays: list) -> bool:
                 pairs[2 * r + 1] = g if g.ndim == 1 else g.reshape(-1)
         numba_adam.run(part.fn, part.offs, coef, part.bufs, part.scratch, pairs)
         pairs[1::2] = part.no_grads  # not kept alive until the next step
-        if first:
-            coef[first, flat.first_col] = 0
-    for i, name, _, _ in flat.first:  # the buffers the loop made: the parameters' state from now on
-        states[i][name] = flat.views[i][name]
-    flat.first.clear()
     if missing:
         for i, g in enumerate(arrays):
             if g is None:
@@ -178,11 +165,7 @@ def _sync(opt, flat, arrays) -> bool:
             if cur is None:
                 if partial and name in joint:  # the NumPy update's own rule for a partial state (Adam: KeyError)
                     return False
-                init = opt._flat_init(opt.param_groups[group_of[i]], name)
-                if init is None:  # made from this step's gradient by the loop (SGD's momentum buffer): the entry
-                    flat.first.append((i, name, *flat.where[i]))  # is set once the loop ran (NumPy's update
-                    continue  # makes its own where the loop does not run)
-                view[...] = init
+                view[...] = opt._flat_init(opt.param_groups[group_of[i]], name)
             elif type(cur) is np.ndarray and cur.dtype == view.dtype and cur.shape == view.shape:
                 np.copyto(view, cur)
             else:

@@ -289,7 +289,6 @@ class SGD(Optimizer):
     """
 
     counts_steps = False
-    _flat_kind, _flat_order = "sgd", ("momentum_buffer", "", "")
 
     # DESIGN.md's positional order (momentum, weight_decay, nesterov); torch's dampening comes by keyword
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0,
@@ -307,24 +306,14 @@ class SGD(Optimizer):
             raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening = 0"
                              + (f" ({where})" if where else ""))
 
-    def _flat_names(self, group):
-        return ("momentum_buffer",) if group["momentum"] else ()
-
-    def _flat_coefs(self, group, t):
-        wd = group["weight_decay"]
-        return (group["maximize"], 1 if wd else 0, wd, group["momentum"], 1 - group["dampening"], group["nesterov"],
-                group["lr"], 0)
-
-    def _flat_init(self, group, name):
-        return None  # the momentum buffer starts as the first step's gradient
-
     def _update_all(self, arrays):
         # plain SGD in one group with every gradient there: numba's loop over all parameters in one call, or
-        # NumPy's two ufuncs per parameter with the scratch views looked up once; other SGD: the flat loop
+        # NumPy's two ufuncs per parameter with the scratch views looked up once
+        if len(self.param_groups) != 1:
+            return False
         group = self.param_groups[0]
-        if (len(self.param_groups) != 1 or group["momentum"] or group["weight_decay"] or group["maximize"]
-                or any(a is None for a in arrays)):
-            return super()._update_all(arrays)
+        if group["momentum"] or group["weight_decay"] or group["maximize"] or any(a is None for a in arrays):
+            return False
         datas = [p._data for p in self.params]
         key = tuple(map(id, datas))
         if self._flat_key != key:  # the parameters' arrays changed (or the first step): their views again

@@ -1,4 +1,4 @@
-"""Adam/AdamW, Adadelta, RMSprop, Adagrad and SGD (not plain) as one numba call per step over flat state (nn/optim/flat.py,
+"""Adam/AdamW, Adadelta, RMSprop and Adagrad as one numba call per step over flat state (nn/optim/flat.py,
 ir/runtime/numba_adam.py): the same bits as the per-parameter NumPy update (parameters and every state
 entry, NaN/inf/-0.0, float32 and float64, several groups, missing gradients, weight decay, maximize), state
 dicts that round-trip, replaced state entries followed, and the NumPy update wherever the loop does not apply."""
@@ -27,10 +27,6 @@ CONFIGS = [
     (optim.RMSprop, {"momentum": 0.5, "maximize": True}),
     (optim.Adagrad, {}),
     (optim.Adagrad, {"lr_decay": 0.1, "initial_accumulator_value": 0.5, "weight_decay": 0.2, "maximize": True}),
-    (optim.SGD, {"momentum": 0.9}),
-    (optim.SGD, {"momentum": 0.9, "nesterov": True, "weight_decay": 0.1}),
-    (optim.SGD, {"momentum": 0.5, "dampening": 0.3, "maximize": True}),
-    (optim.SGD, {"weight_decay": 0.1, "maximize": True}),
 ]
 IDS = [f"{c.__name__}-{'-'.join(map(str, kw.values())) or 'default'}" for c, kw in CONFIGS]
 
@@ -285,19 +281,3 @@ def test_sgd_loop_with_maximize_has_numpy_s_bits(kw, monkeypatch):
                 monkeypatch.setattr(numba_optim, "sgd", real if k == 0 else lambda *a: False)
                 o.step([g])
             np.testing.assert_array_equal(made[0]._data.view(np.uint32), made[1]._data.view(np.uint32))
-
-
-def test_sgd_momentum_buffer_made_by_numpy_while_loading(monkeypatch):
-    """A step the loop does not run (numba still loading) leaves the first momentum buffer to NumPy's update (buf =
-    g), which the next, fused, step takes into its view."""
-    _loaded()
-    (pa, oa), (pb, ob) = _pair(optim.SGD, {"momentum": 0.9, "dampening": 0.1}, "float32")
-    monkeypatch.setattr(numba_hook, "ready", lambda: False)
-    for o in (oa, ob):
-        o.step(_grads("float32", 0, specials=False))
-    monkeypatch.undo()
-    for step in (2, 3):
-        for o in (oa, ob):
-            o.step(_grads("float32", step, specials=False))
-        _same(pa, oa, pb, ob)
-    assert np.shares_memory(oa.state[0]["momentum_buffer"], oa._flat_state.parts[0].bufs[0])
