@@ -41,7 +41,7 @@ import math
 
 import numpy as np
 from numba import njit
-from numba.types import Array, boolean, float32, float64, int32, int64, none
+from numba.types import Array, boolean, float32, float64, int32, int64
 
 from {package}.numba_math import exp32, exp_reduced, sigmoid32, tanh32
 
@@ -59,10 +59,6 @@ class _Val:
     def __init__(self, name, shape, dtype, layout="C", text=None, const=False, alloc=None, lazy=None):
         self.name, self.shape, self.dtype, self.layout = name, tuple(shape), dtype, layout
         self.text, self.const, self.alloc, self.lazy = text, const, alloc, lazy  # alloc: the allocation it lives in
-
-
-def _empty_text(out) -> str:
-    return f"{out.name} = np.empty({out.shape!r}, np.{out.dtype if out.dtype != 'bool' else 'bool_'})"
 
 
 def _tensor(t, ints=False) -> TensorType:
@@ -154,7 +150,7 @@ class _Gen:
         return [leaf for a in v.lazy[2] for leaf in self.leaves(a)]
 
     def empty(self, out):
-        self.line(_empty_text(out))
+        self.line(f"{out.name} = np.empty({out.shape!r}, np.{out.dtype if out.dtype != 'bool' else 'bool_'})")
 
     def operand(self, e) -> _Val:
         if isinstance(e, Var):
@@ -368,69 +364,50 @@ class _Gen:
         return f"{out.name}[{', '.join(idx)}]" if out.shape else f"{out.name}[()]"
 
 
-def _outputs(g, r, leaves: list) -> str:
-    """The caller's result structure over output names o0, o1, ... (one per returned array, in order, appended to
-    `leaves`)."""
+def _returned(g, r, seen=None):
+    """The return expression. A (view of a) constant is copied, as the executor's `u` does; so is a view of a
+    parameter and every result after the first on one allocation: numba hands each returned view back with a
+    MemInfo of its own as its base, not the array it views, so a caller could not see the sharing (a gradient
+    w2.T handed back over w2's buffer). A parameter itself comes back as the same object. Each result is thus
+    the parameter passed, or a buffer of its own (autodiff's glue relies on it)."""
+    seen = set() if seen is None else seen
     if isinstance(r, tuple):
-        fields = [_outputs(g, f, leaves) for f in r]
+        fields = [_returned(g, f, seen) for f in r]
         return f"({', '.join(fields)}{',' if len(fields) == 1 else ''})"
-    leaves.append(r)
-    return f"o{len(leaves) - 1}"
+    param = any(r is v for v, _ in g.params)
+    if r.const or (r.alloc is None and not param) or (r.alloc is not None and r.alloc in seen):
+        out = g.new(r.shape, r.dtype)
+        g.line(f"    {out.name} = {r.name}.copy()", r)
+        seen.add(out.alloc)
+        return out.name
+    seen.add(r.alloc)
+    return r.name
 
 
-def _into_outputs(g, leaves) -> set:
-    """Each returned array is written into an output array the caller passes (o<k>, C-ordered, allocated in
-    Python): numba's boxing of an array it allocated costs about 0.5 us each, NumPy's np.empty a third of
-    that. An array the function allocates with np.empty and returns whole is made in its output (its line
-    becomes `v = o<k>`); anything else is copied into it: a parameter, a (view of a) constant, a view, and every
-    result after the first on one allocation. So each result is an array of its own, never a parameter or a
-    view of one (numba hands views back with a MemInfo of their own as base, where a caller could not see the
-    sharing: a gradient w2.T over w2's buffer). Returns the output arrays' allocations."""
-    seen = set()
-    for k, r in enumerate(leaves):
-        birth = g.alloc_birth[r.alloc] if r.alloc is not None else None
-        if r.alloc is not None and r.alloc not in seen and not r.const and g.lines[birth] == _empty_text(r):
-            g.lines[birth] = f"{r.name} = o{k}"
-            g.alloc_birth[r.alloc] = 0  # the caller's: held from the start to the end
-        else:
-            out = g.new(r.shape, r.dtype)
-            g.alloc_birth[out.alloc] = 0
-            g.line(f"    o{k}[{'()' if not r.shape else ':'}] = {r.name}{'[()]' if not r.shape else ''}", r)
-            r = out
-        seen.add(r.alloc)
-    return seen
-
-
-def _signature_text(params, arrays, outputs) -> str:
+def _signature_text(params, arrays) -> str:
     def arr(dtype, nd):
         return f"Array({'boolean' if dtype == 'bool' else dtype}, {nd}, 'C')"
     parts = [arr(t.dtype, len(t.shape)) for _, t in params] + [arr(a.dtype.name, a.ndim) for a in arrays]
-    parts += [arr(r.dtype, len(r.shape)) for r in outputs]
-    return f"none({', '.join(parts)}{',' if len(parts) == 1 else ''})"
+    return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
 
 
 def source(fn, name="main"):
-    """(module source, array constants, peak bytes of the function's own allocations and its outputs, outputs)
-    for IR function `fn`, where outputs is (the result structure over names o0, o1, ..., each output's (shape,
-    dtype)): the numba function `program(a0, ..., c0, ..., o0, ...)` takes the parameters, the array constants
-    and the output arrays to write the results into, and returns None. Raises Unsupported when `fn` has
-    something the generator does not emit."""
+    """(module source, array constants, peak bytes of the function's own allocations) for IR function `fn`;
+    raises Unsupported when it has something the generator does not emit."""
     g = _Gen(fn)
-    leaves: list = []
-    structure = _outputs(g, g.result, leaves)
-    end = len(g.lines) + len(leaves)
-    for alloc in _into_outputs(g, leaves):
-        g.uses[alloc] = end  # the caller's: to the end
+    returned: set = set()
+    ret = _returned(g, g.result, returned)
+    end = len(g.lines)
+    for alloc in returned - {None}:  # returned arrays live to the end
+        g.uses[alloc] = end
     args = [v.name for v, _ in g.params] + [f"c{i}" for i in range(len(g.arrays))]
-    args += [f"o{k}" for k in range(len(leaves))]
-    sig = _signature_text(g.params, g.arrays, leaves)
+    sig = _signature_text(g.params, g.arrays)
     jit = f'@njit({sig}, cache=True, error_model="numpy", fastmath={{"contract"}}, boundscheck=False)'
     body = [ln if ln.startswith("    ") else f"    {ln}" for ln in g.lines]
     consts = "".join(f"K{k} = {c}\n" for k, c in enumerate(g.consts))
     text = (_HEADER.format(name=name, package=__package__) + consts + f"\n\n{jit}\ndef program({', '.join(args)}):\n"
-            + "\n".join(body) + "\n")
-    outputs = (structure, [(r.shape, r.dtype) for r in leaves])
-    return text, g.arrays, _peak(g, end), outputs
+            + "\n".join(body) + f"\n    return {ret}\n")
+    return text, g.arrays, _peak(g, end)
 
 
 def _peak(g, end) -> int:

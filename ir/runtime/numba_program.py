@@ -14,14 +14,13 @@ other op, dtype or a larger array keeps the executor's path for the whole functi
 
 Values: as the NumPy path to float rounding, no further from the float64 result than NumPy's float32 path
 (reductions accumulate in float64); NaN and inf as in NumPy. Results have the executor's structure, shapes
-and dtypes, 0-d results as 0-d arrays; each result is a C-ordered array of its own that the call allocated
-with np.empty and the numba function wrote into (never a parameter, a view of one or of another result).
+and dtypes, 0-d results as 0-d arrays, a returned (view of a) constant copied.
 
 Memory: `stats.peak_bytes` for calls this program serves is `peak_bytes(compiled, args)`: the arguments'
 buffers and the array constants, held for the whole call (the numba function holds references to them
-until it returns), plus the most bytes of the output arrays (held for the whole call) and the arrays the
-function allocates (intermediates and accumulators, each from its allocation to its variable's last use, the
-point where numba releases it) live at once. Planned storage (ir.runtime.storage) is not used on this path.
+until it returns), plus the most bytes of the arrays the function allocates (outputs, intermediates and
+accumulators, each from its allocation to its variable's last use, the point where numba releases it) live
+at once. Planned storage (ir.runtime.storage) is not used on this path: the function allocates anew.
 
 When it runs: a compiled function qualifies once, when the executor generates its straight-line function.
 If numba is still loading then (numba_hook's tiered start: the first function of a process), the program is
@@ -49,24 +48,13 @@ TRIAL_CALLS = 10  # calls of each form, alternating and timed, before the faster
 
 
 class Program:
-    """The loaded numba function of one compiled IR function and what its calls hold. `kernel(*args, *arrays)`
-    gives the results: a generated Python function that allocates the outputs with np.empty, calls the numba
-    function `jit` (which writes the results into them, see ir.runtime.numba_emit.source) and returns them in
-    the executor's structure. numba refuses an argument its signature does not take with a TypeError."""
+    """The loaded numba function of one compiled IR function and what its calls hold."""
 
-    def __init__(self, text, arrays, own_peak, outputs):
+    def __init__(self, text, arrays, own_peak):
         from .numba_gen import load
 
         self.source, self.arrays, self.own_peak = text, tuple(arrays), own_peak
-        self.jit = load(text, "program").program
-        structure, specs = outputs
-        ins = [f"a{i}" for i in range(self.jit.py_func.__code__.co_argcount - len(specs))]
-        lines = [f"def kernel({', '.join(ins)}):"]
-        lines += [f"    o{k} = empty({shape!r}, {dtype!r})" for k, (shape, dtype) in enumerate(specs)]
-        lines += [f"    jit({', '.join(ins + [f'o{k}' for k in range(len(specs))])})", f"    return {structure}"]
-        ns = {"empty": np.empty, "jit": self.jit}
-        exec(compile("\n".join(lines) + "\n", "<tracegrad program call>", "exec"), ns)  # noqa: S102 - ours
-        self.kernel = ns["kernel"]
+        self.kernel = load(text, "program").program
 
 
 def refusal(fn) -> str | None:
@@ -92,13 +80,12 @@ def attach(compiled, python_source, ns, name):
             or not getattr(compiled, "specialize_kernels", True):
         return python_source, python
     try:
-        parts = source(compiled.fn, compiled.name)  # (text, arrays, own peak, outputs)
+        text, arrays, own = source(compiled.fn, compiled.name)
     except (Unsupported, KeyError, TypeError):
         return python_source, python
-    text = parts[0]
     if text in _slower:  # a trial in this process found its program slower than the per-op function
         return python_source, python
-    hot = _Hot(compiled, parts, python_source, python)
+    hot = _Hot(compiled, text, arrays, own, python_source, python)
     if not numba_hook.ready():  # numba loads in the background: the program is made there too, and the
         prepare = getattr(numba_hook, "prepare", None)  # executor makes this function again once it is ready
         if prepare is not None:
@@ -119,8 +106,8 @@ def attach(compiled, python_source, ns, name):
 class _Hot:
     """The call count of a qualifying function and the making of its program (see `attach`)."""
 
-    def __init__(self, compiled, parts, python_source, python):
-        self.n, self.compiled, self.parts = 0, compiled, parts
+    def __init__(self, compiled, text, arrays, own, python_source, python):
+        self.n, self.compiled, self.parts = 0, compiled, (text, arrays, own)
         self.python_source, self.python = python_source, python
         self.thread = None
         self.done = False
