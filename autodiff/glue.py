@@ -215,20 +215,20 @@ def _run(lines: Lines, step, c, leaves: list[str], feeds: dict[int, str], found:
     names = [lines.name("p") for _ in params]
     for name, expr in zip(names, params, strict=True):
         line(f"{name} = {expr}")
-    # the ids (or buffer keys) of what is fed, and the layout the executor's call_own takes: every argument an
-    # array of its parameter's shape and dtype (checked above), C-ordered, owning its buffer, no two the same
+    # the layout the executor's call_own takes: every argument an array of its parameter's shape and dtype
+    # (checked above), C-ordered, owning its buffer, no two the same; it says whether the program made the results
     specs = [getattr(c.step, "_arg_specs", [None] * len(names))[j] for j in range(len(names))]
     call = f"({', '.join(names)})"
-    if names and all(e in checked for e in params) and all(s is not None and s[2] is not None for s in specs):
+    own = bool(names) and all(e in checked for e in params) and all(s is not None and s[2] is not None for s in specs)
+    if own:
         line("if " + " and ".join(f"{p}.base is None and {p}.strides == {s[2]!r}" for p, s in zip(names, specs,
-                                                                                                    strict=True)) + ":")
-        line(f"fed = ({''.join(f'id({p}), ' for p in names)})", 1)
-        line(f"out = ({const(c.step.call_own)} if len(set(fed)) == {len(names)} else {const(c.step)}){call}", 1)
+                                                                                                    strict=True))
+             + f" and len({{{', '.join(f'id({p})' for p in names)}}}) == {len(names)}:")
+        line(f"out, fresh = {const(c.step.call_own)}{call}", 1)
         line("else:")
-        lines.indent += 1
-    line(f"fed = ({''.join(f'id({p}) if {p}.base is None else key({p}), ' for p in names)})")
-    line(f"out = {const(c.step)}{call}")
-    lines.indent = 1
+        line(f"out, fresh = {const(c.step)}{call}, False", 1)
+    else:
+        line(f"out = {const(c.step)}{call}")
     body_t = c.mod["main_adjoint"].body.type
     if not (isinstance(body_t, ir.TupleType) and len(body_t.fields) == 2):
         raise _Unsupported
@@ -238,10 +238,18 @@ def _run(lines: Lines, step, c, leaves: list[str], feeds: dict[int, str], found:
     # MemInfo over no array of the caller's, named by its address), no two the same, none of them fed in; else
     # the checks one by one below. (A buffer of its own can only be an input itself: nothing the step sees holds
     # a fed view's base.)
+    # (The program's results, `fresh`, are such buffers: numba_emit copies any other result.)
+    if own:
+        line("if fresh:")
+        line("slow = False", 1)
+        line("else:")
+        lines.indent += 1
+    line(f"fed = ({''.join(f'id({p}) if {p}.base is None else key({p}), ' for p in names)})")
     keys = [lines.name("k") for _ in outs]
     for k, o in zip(keys, outs, strict=True):
         line(f"{k} = id({o}) if (b := {o}.base) is None else b.data if type(b) is MemInfo and b.parent is None else 0")
     line(f"slow = 0 in (ks := {{{', '.join(keys)}}}) or len(ks) != {len(outs)} or not ks.isdisjoint(fed)")
+    lines.indent = 1
     line("if slow:")
     lines.indent += 1
     line("if MemInfo is NoMemInfo:  # numba was imported since this glue was made")

@@ -344,16 +344,18 @@ class CompiledFunction:
         return self._interpret(args)
 
     def call_own(self, *args):
-        """self(*args) for a caller that has checked every argument is an ndarray of its parameter's shape and
-        dtype, C-ordered (its parameter's C strides), owning its buffer, no two the same (autodiff's glue, for its
-        signature): the layout __call__ keys as _OWN. While the whole-function program serves for good, such a
-        call goes straight to it, with the peak bytes counted for that layout; any other state takes __call__."""
+        """(self(*args), fresh) for a caller that has checked every argument is an ndarray of its parameter's
+        shape and dtype, C-ordered (its parameter's C strides), owning its buffer, no two the same (autodiff's
+        glue, for its signature): the layout __call__ keys as _OWN. While the whole-function program serves for
+        good, such a call goes straight to it, with the peak bytes counted for that layout, and `fresh` says the
+        program made the results (each an allocation of the call's own that no other result is on); any other
+        state takes __call__, fresh False."""
         direct = self.direct
         if direct is None or self._tiered or self.observer is not None or anomaly.enabled:
-            return self(*args)
+            return self(*args), False
         peak = self._peaks.get(_OWN)
         if peak is None:
-            return self(*args)
+            return self(*args), False
         self.stats.peak_bytes = peak
         self.stats.op_counts = self._counts
         return direct(*args)

@@ -365,17 +365,16 @@ class _Gen:
 
 
 def _returned(g, r, seen=None):
-    """The return expression. A (view of a) constant is copied, as the executor's `u` does; so is a view of a
-    parameter and every result after the first on one allocation: numba hands each returned view back with a
-    MemInfo of its own as its base, not the array it views, so a caller could not see the sharing (a gradient
-    w2.T handed back over w2's buffer). A parameter itself comes back as the same object. Each result is thus
-    the parameter passed, or a buffer of its own (autodiff's glue relies on it)."""
+    """The return expression. A (view of a) constant is copied, as the executor's `u` does; so is a parameter,
+    a view of one and every result after the first on one allocation: numba hands each returned view back with
+    a MemInfo of its own as its base, not the array it views, so a caller could not see the sharing (a gradient
+    w2.T handed back over w2's buffer). Each result is thus an allocation of the call's own, which no other
+    result is on (numba_program's `direct` tells autodiff's glue so)."""
     seen = set() if seen is None else seen
     if isinstance(r, tuple):
         fields = [_returned(g, f, seen) for f in r]
         return f"({', '.join(fields)}{',' if len(fields) == 1 else ''})"
-    param = any(r is v for v, _ in g.params)
-    if r.const or (r.alloc is None and not param) or (r.alloc is not None and r.alloc in seen):
+    if r.alloc is None or r.alloc in seen:  # a parameter, a constant or a view of one; a second result on one
         out = g.new(r.shape, r.dtype)
         g.line(f"    {out.name} = {r.name}.copy()", r)
         seen.add(out.alloc)

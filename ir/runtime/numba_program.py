@@ -204,25 +204,29 @@ def _install(compiled, program, python_source, python):
     kernel, arrays = program.kernel, program.arrays
     refused = False  # an argument layout numba refused once: from then on each call's layouts are looked at first
 
-    def serve(*args):
-        # numba's refusal of an argument (not C-contiguous, read-only, unaligned: no compiled signature takes
-        # it) costs ~200 us per call, so after the first one such calls go to the Python function directly; the
-        # fallback runs outside the except clause, so an error it raises (a target out of range) is its own,
-        # not chained to the program's
+    def direct(*args):
+        # (results, whether the program made them: then each is an allocation of the call's own that no other
+        # result is on, numba_emit._returned). numba's refusal of an argument (not C-contiguous, read-only,
+        # unaligned: no compiled signature takes it) costs ~200 us per call, so after the first one such calls
+        # go to the Python function directly; the fallback runs outside the except clause, so an error it raises
+        # (a target out of range) is its own, not chained to the program's
         nonlocal refused
         if refused and not all(a.flags.c_contiguous and a.flags.writeable and a.flags.aligned for a in args):
-            return python(*args)
+            return python(*args), False
         try:
-            return kernel(*args, *arrays)
+            return kernel(*args, *arrays), True
         except TypeError:
             refused = True
         except IndexError:  # a target out of range: the executor's path raises its own error
             pass
-        return python(*args)
+        return python(*args), False
+
+    def serve(*args):
+        return direct(*args)[0]
 
     serve.program = program
     if TRIAL_CALLS <= 0:
-        compiled.direct = serve  # the executor's call_own: checked arguments of its own layout come straight here
+        compiled.direct = direct  # the executor's call_own: checked arguments of its own layout come straight here
         return python_source, serve
     times: tuple[list, list] = ([], [])  # the program's and the Python function's call times, alternating
 
@@ -236,16 +240,15 @@ def _install(compiled, program, python_source, python):
         out = serve(*args) if first else python(*args)
         times[0 if first else 1].append(time.perf_counter() - start)
         if len(times[1]) >= TRIAL_CALLS and compiled._fast is not None and compiled._fast[1] is run:
-            _decide(compiled, program, python_source, python, serve, times)
+            _decide(compiled, program, python_source, python, (serve, direct), times)
         return out
     run.program = program
     return python_source, run
 
 
-def _decide(compiled, program, python_source, python, serve, times) -> None:
+def _decide(compiled, program, python_source, python, forms, times) -> None:
     if min(times[0]) <= min(times[1]):
-        compiled._fast = (python_source, serve)
-        compiled.direct = serve
+        compiled._fast, compiled.direct = (python_source, forms[0]), forms[1]
         return
     compiled.program = compiled.direct = None  # the per-op function serves: the interpreter's peak count again
     compiled._peaks.clear()
