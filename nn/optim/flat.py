@@ -78,9 +78,21 @@ class Flat:
         self.views = views
         self.last_rows = None  # the coefficient rows written last (unchanged ones are not written again)
 
+    # a copy (copy.deepcopy, pickle) would hold copies of the parameters' 1-D views, not views of the copied
+    # parameters: the copy's optimizer makes its own at its next step, and takes the copied state entries there
+    def __deepcopy__(self, memo):
+        return None
+
+    def __reduce__(self):
+        return _none, ()
+
     def _views(self, order, part, r, data):
         a, b = int(part.offs[r]), int(part.offs[r + 1])
         return {n: buf[a:b].reshape(data.shape) for n, buf in zip(order, part.bufs, strict=True) if n in self.union}
+
+
+def _none():
+    return None
 
 
 def update(opt, arrays: list) -> bool:

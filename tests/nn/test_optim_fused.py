@@ -2,6 +2,9 @@
 ir/runtime/numba_adam.py): the same bits as the per-parameter NumPy update (parameters and every state
 entry, NaN/inf/-0.0, float32 and float64, several groups, missing gradients, weight decay, maximize), state
 dicts that round-trip, replaced state entries followed, and the NumPy update wherever the loop does not apply."""
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
@@ -281,3 +284,15 @@ def test_sgd_loop_with_maximize_has_numpy_s_bits(kw, monkeypatch):
                 monkeypatch.setattr(numba_optim, "sgd", real if k == 0 else lambda *a: False)
                 o.step([g])
             np.testing.assert_array_equal(made[0]._data.view(np.uint32), made[1]._data.view(np.uint32))
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_a_copied_optimizer_updates_its_own_parameters(how):
+    _loaded()
+    (pa, oa), _ = _pair(optim.Adam, {"amsgrad": True}, "float32", groups=False)
+    oa.step(_grads("float32", 0, specials=False))
+    ob = copy.deepcopy(oa) if how == "deepcopy" else pickle.loads(pickle.dumps(oa))
+    for o in (oa, ob):
+        o.step(_grads("float32", 2, specials=False))
+    _same(oa.params, oa, ob.params, ob)
+    assert ob._flat_state.datas[0] is ob.params[0]._data
