@@ -300,6 +300,13 @@ class SGD(Optimizer):
         # the parameters' arrays as sgd_all's 1-D views (numba_optim) and their scratch views, per set of arrays
         self._flat_key, self._flat, self._temps = None, None, None
 
+    def __getstate__(self):
+        # a copy (copy.deepcopy, pickle) makes its own 1-D views at its next step: copied, they are arrays of their
+        # own, and a fresh process may give its parameters the ids in _flat_key
+        state = self.__dict__.copy()
+        state["_flat_key"] = state["_flat"] = state["_temps"] = None
+        return state
+
     def _check_options(self, group, where):
         _check_nonnegative(self, where, lr=group["lr"], momentum=group["momentum"], weight_decay=group["weight_decay"])
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):

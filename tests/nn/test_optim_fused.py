@@ -296,3 +296,19 @@ def test_a_copied_optimizer_updates_its_own_parameters(how):
         o.step(_grads("float32", 2, specials=False))
     _same(oa.params, oa, ob.params, ob)
     assert ob._flat_state.datas[0] is ob.params[0]._data
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_a_copied_plain_sgd_makes_its_own_views(how):
+    _loaded()
+    ps = [nn.Parameter(a) for a in _arrays("float32", 4, specials=False)]
+    opt = optim.SGD(ps, lr=0.1)
+    gs = [g for g in _grads("float32", 0, specials=False)]
+    opt.step(gs)
+    assert opt._flat is not None
+    twin = copy.deepcopy(opt) if how == "deepcopy" else pickle.loads(pickle.dumps(opt))
+    assert twin._flat is None and twin._flat_key is None
+    before = [p._data.copy() for p in twin.params]
+    twin.step(gs)
+    for p, b, g in zip(twin.params, before, gs, strict=True):
+        np.testing.assert_array_equal(p._data, b - np.multiply(g, 0.1))
