@@ -26,6 +26,7 @@ from collections import OrderedDict
 import numpy as np
 
 import ir
+from ir.runtime import numba_program
 from tracer import Tensor
 from tracer.attr_guards import GUARD_NAMES, AttributeGuards
 from tracer.capture import Lines
@@ -219,7 +220,8 @@ def _run(lines: Lines, step, c, leaves: list[str], feeds: dict[int, str], found:
     # (checked above), C-ordered, owning its buffer, no two the same; it says whether the program made the results
     specs = [getattr(c.step, "_arg_specs", [None] * len(names))[j] for j in range(len(names))]
     call = f"({', '.join(names)})"
-    own = bool(names) and all(e in checked for e in params) and all(s is not None and s[2] is not None for s in specs)
+    own = bool(names) and all(e in checked for e in params) and all(s is not None and s[2] is not None for s in specs) \
+        and numba_program.may_serve(c.step)  # the plain NumPy path never has a program: no layout test for it
     if own:
         line("if " + " and ".join(f"{p}.base is None and {p}.strides == {s[2]!r}" for p, s in zip(names, specs,
                                                                                                     strict=True))

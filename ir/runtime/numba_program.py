@@ -66,6 +66,12 @@ def refusal(fn) -> str | None:
     return None
 
 
+def may_serve(compiled) -> bool:
+    """Whether a program may ever serve CompiledFunction `compiled` (the IR function qualifying aside)."""
+    return ENABLED and numba_hook.ENABLED and compiled.xp is np and not compiled.check_types \
+        and getattr(compiled, "specialize_kernels", True)
+
+
 def attach(compiled, python_source, ns, name):
     """What the executor's generated-function slot holds, (source, function), for ir.runtime.codegen's straight-line
     function `ns[name]` of `python_source`: that function itself when the IR function does not qualify, else the
@@ -76,8 +82,7 @@ def attach(compiled, python_source, ns, name):
     true, and the executor's re-make of this function (its tiers) installs it at once."""
     python = ns[name]
     compiled.program = compiled.direct = None
-    if not ENABLED or compiled.xp is not np or compiled.check_types or not numba_hook.ENABLED \
-            or not getattr(compiled, "specialize_kernels", True):
+    if not may_serve(compiled):
         return python_source, python
     try:
         text, arrays, own = source(compiled.fn, compiled.name)
@@ -273,5 +278,5 @@ def peak_bytes(compiled, args, counted: int) -> int:
     return mem.live + program.own_peak
 
 
-__all__ = ["ENABLED", "HOT_CALLS", "MAX_SIZE", "TRIAL_CALLS", "Program", "attach", "peak_bytes", "refusal", "source",
-           "wait"]
+__all__ = ["ENABLED", "HOT_CALLS", "MAX_SIZE", "TRIAL_CALLS", "Program", "attach", "may_serve", "peak_bytes", "refusal",
+           "source", "wait"]

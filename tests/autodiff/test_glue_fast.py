@@ -200,6 +200,7 @@ def test_every_layout_is_caught_with_the_generic_paths_values_and_peak(generic_c
     x, y = _r(5, 4), _r(5, 3)
     step, twin = _twins(loss, [w1, b1, w2], x, y)
     assert step.last.step.direct is not None  # the program serves for good: the glue's calls go straight to it
+    assert ".strides ==" in step.glues[0].source and "if fresh:" in step.glues[0].source
     for _name, xl in _layouts(x):
         for _ in range(3):  # a layout's first call counts its peak bytes on the interpreter, later ones reuse it
             _same(_as_twin(step, twin, xl, y), _reference(loss, [w1, b1, w2], xl, y))
@@ -234,4 +235,16 @@ def test_results_are_tensors_as_tensor_wrap_makes_them(generic_calls):
         for slot in tracer.Tensor.__slots__:
             if slot not in ("_data", "__weakref__"):
                 assert getattr(t, slot) == getattr(made, slot), slot
+    assert generic_calls.count(step) == 1
+
+
+def test_no_layout_test_where_no_program_may_serve(generic_calls, monkeypatch):
+    monkeypatch.setattr(numba_program, "ENABLED", False)  # as the plain NumPy path: the executor's call as before
+    w = tracer.tensor(_r(3, 2))
+    step = autodiff.value_and_grad(lambda x: (x @ w).sum(), wrt=[w])
+    x = _r(4, 3)
+    for _ in range(3):
+        _, (g,) = step(x)
+    assert "if fresh:" not in step.glues[0].source and ".strides ==" not in step.glues[0].source
+    np.testing.assert_allclose(g.numpy(), np.broadcast_to(x.sum(axis=0)[:, None], (3, 2)), rtol=1e-6)
     assert generic_calls.count(step) == 1
