@@ -80,6 +80,19 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
+def _wait(lock):
+    """Acquire `lock`, waiting on through an exception a signal handler raised meanwhile (Ctrl-C), which is
+    returned: the caller may not go on while the worker still writes the call's arrays, and a wait cut short
+    would leave `done` released for the next split (which would then return before its worker's half ended)."""
+    interrupt = None
+    while True:
+        try:
+            lock.acquire()
+            return interrupt
+        except BaseException as e:  # noqa: BLE001 - raised by the caller once the worker is done
+            interrupt = e
+
+
 def run(first, second) -> None:
     """first() on this thread and second() on the worker, at once; returns when both are done (an exception
     of either is raised here). When another thread is splitting already, both run here, one after the other."""
@@ -97,8 +110,10 @@ def run(first, second) -> None:
         try:
             first()
         finally:  # the worker's half ends before this returns or raises (its error is never left for later)
-            w.done.acquire()
+            interrupt = _wait(w.done)
             error, w.error = w.error, None
+            if interrupt is not None:
+                raise interrupt
         if error is not None:
             raise error
     finally:

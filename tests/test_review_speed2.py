@@ -1,0 +1,77 @@
+"""Review of issue 23's second round of fast paths (flat optimizer state, split2's worker, the compiled step's
+program): each test is a finding, written as a user of PyTorch would meet it."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tracer
+from nn import optim
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _loaded():
+    pytest.importorskip("numba")
+    from ir.runtime import numba_hook
+    numba_hook.ready()
+    if not numba_hook.wait(120):
+        pytest.skip("numba kernels switched off (TRACEGRAD_KERNELS=numpy) or not loadable")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_adamw_gradient_that_is_its_parameter_matches_the_numpy_update(dtype):
+    """AdamW's decoupled decay scales p in place before the update reads g (torch: param.mul_ then grad), so a
+    gradient that is the parameter's own array is read scaled; the flat numba loop read it unscaled."""
+    _loaded()
+    rng = np.random.default_rng(0)
+    init = [rng.standard_normal(s).astype(dtype) for s in [(4, 5), (3,)]]
+    got, want = ([tracer.tensor(a.copy(), requires_grad=True) for a in init] for _ in range(2))
+    fast, ref = optim.AdamW(got, lr=0.1, weight_decay=0.5), optim.AdamW(want, lr=0.1, weight_decay=0.5)
+    ref._flat_kind = None  # the per-parameter NumPy update
+    for _ in range(3):
+        fast.step([p._data for p in got])
+        ref.step([p._data for p in want])
+    for a, b in zip(got, want, strict=True):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+
+
+_INTERRUPTED_SPLIT = textwrap.dedent("""
+    import os, signal, threading, time
+    from ir.runtime import split2
+    done = []
+
+    def slow(tag):
+        def half():
+            if tag == "a":  # Ctrl-C while the caller waits for this half
+                time.sleep(0.1)
+                os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.3)
+            done.append(tag)
+        return half
+
+    try:
+        split2.run(lambda: None, slow("a"))
+        raise SystemExit("no KeyboardInterrupt")
+    except KeyboardInterrupt:
+        assert done == ["a"], f"the caller went on before the worker's half ended: {done}"
+    split2.run(lambda: None, slow("b"))
+    assert done == ["a", "b"], done
+    split2.run(lambda: None, slow("c"))
+    assert done == ["a", "b", "c"], done
+    print("ok")
+""")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to itself")
+def test_split2_interrupted_while_waiting_for_its_worker():
+    """Ctrl-C (a notebook's interrupt) while split2.run waited for the worker's half: the wait was cut short, so
+    the caller went on while the worker still wrote the call's arrays, the next split's task was cleared by the
+    old one, and the worker died on releasing an unlocked lock (every later split then hung)."""
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    proc = subprocess.run([sys.executable, "-c", _INTERRUPTED_SPLIT], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
