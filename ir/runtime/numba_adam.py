@@ -58,11 +58,13 @@ def adam1(p, g, m, v, w, sc, c):
     mode, wd, scale, b1c = c[1], c[2], c[3], c[4]
     beta2, b2c, bc2, eps, step, amsgrad = c[5], c[6], c[7], c[8], c[9], c[10] != 0
     g = signed(g, sc, c[0] != 0)
+    # a gradient that is the parameter's own array (opt.step([p.data, ...])): NumPy's p *= scale scales it too
+    own = mode == 2 and p.shape[0] > 0 and g.ctypes.data == p.ctypes.data
     for i in range(p.shape[0]):
         pi = p[i]
         if mode == 2:
             pi = pi * scale
-        gi = g[i]
+        gi = pi if own else g[i]
         if mode == 1:
             gi = gi + wd * pi
         mi = m[i]
