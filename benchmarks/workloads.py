@@ -359,16 +359,15 @@ def wlm_torch(torch, s=WLM_SHAPE):
         loss = criterion(output, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), s["clip"])
-        with torch.no_grad():
-            for p in model.parameters():
-                p.add_(p.grad, alpha=-s["lr"])
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-s["lr"])
         return loss.detach()
     return step
 
 
 def wlm_tracegrad(s=WLM_SHAPE):
     """The same step on nn.torch, compiled: value_and_grad (with the new hidden state as aux), the gradients
-    clipped by nn.utils.clip_grad_norm_ and an SGD update, as the example's loop."""
+    clipped by nn.utils.clip_grad_norm_ and the example's SGD line, p.data.add_(p.grad, alpha=-lr)."""
     import nn.torch as torch
     torch.manual_seed(1111)
     model = wlm_model(torch, s)
@@ -390,9 +389,8 @@ def wlm_tracegrad(s=WLM_SHAPE):
         for p, g in zip(params, grads, strict=True):
             p.grad = g
         nn.utils.clip_grad_norm_(params, s["clip"])
-        with tracer.no_grad():
-            for p in params:
-                p -= s["lr"] * p.grad
+        for p in params:  # the example's own update line
+            p.data.add_(p.grad, alpha=-s["lr"])
         return value
     step.stats = lambda: vg.stats
     return step

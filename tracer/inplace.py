@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ir.runtime import anomaly as _anomaly
+
 from . import autograd
 from .device import device_of, move
 from .math import add, as_tensor, astype, divide, floor_divide, multiply, power, remainder, stop_gradient, subtract
@@ -88,12 +90,34 @@ def copy_(self: Tensor, src) -> Tensor:
 
 def add_(self: Tensor, other, alpha=1) -> Tensor:
     """self += alpha * other, in place."""
+    if _direct(self, other, alpha, np.add):
+        return self
     return _checked_kind(self, add(self, other if alpha == 1 else multiply(other, alpha)), "add_")
 
 
 def sub_(self: Tensor, other, alpha=1) -> Tensor:
     """self -= alpha * other, in place."""
+    if _direct(self, other, alpha, np.subtract):
+        return self
     return _checked_kind(self, subtract(self, other if alpha == 1 else multiply(other, alpha)), "sub_")
+
+
+def _direct(self: Tensor, other, alpha, ufunc) -> bool:
+    """add_/sub_ as NumPy's ufunc into self's buffer, when nothing but the values is at stake: two eager NumPy
+    float tensors of one shape and dtype, neither recorded for autograd (`p.data.add_(p.grad, alpha=-lr)`, the
+    SGD loop of pytorch/examples), a Python number alpha, no trace, no anomaly check. The values are the general
+    path's (self op (other * alpha) in self's dtype, alpha a weak scalar), without its two temporaries and the
+    copy back; the buffer's version moves on as there. False: take the general path."""
+    if not isinstance(other, Tensor) or self._ag is not None or other._ag is not None:
+        return False
+    a, b = self._data, other._data
+    if (type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != b.dtype or a.shape != b.shape
+            or a.dtype.kind != "f" or type(alpha) not in (int, float) or not a.flags.writeable
+            or self._var is not None or other._var is not None or _anomaly.enabled or active_trace() is not None):
+        return False
+    ufunc(a, b if alpha == 1 else np.multiply(b, alpha), out=a)
+    autograd.bump(a)
+    return True
 
 
 def mul_(self: Tensor, other) -> Tensor:
