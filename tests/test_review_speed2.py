@@ -75,3 +75,28 @@ def test_split2_interrupted_while_waiting_for_its_worker():
     proc = subprocess.run([sys.executable, "-c", _INTERRUPTED_SPLIT], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("cls", [optim.Adam, optim.AdamW, optim.RMSprop, optim.Adagrad, optim.Adadelta, optim.SGD])
+def test_numpy_scalar_lr_from_a_scheduler_gives_the_float_lr_s_bits(cls):
+    """LambdaLR with a NumPy lambda sets group["lr"] to an np.float64, which is no weak scalar: the NumPy update
+    of float32 parameters then ran in float64 (other bits than with the same lr as a float, and than torch,
+    which takes it as a scalar), while the flat numba loop rounded it to float32 (other bits than NumPy's)."""
+    rng = np.random.default_rng(1)
+    init = rng.standard_normal((5, 7)).astype("float32")
+    grads = [rng.standard_normal((5, 7)).astype("float32") for _ in range(4)]
+    want = None
+    for as_numpy in (False, True):
+        for flat in (False, True):
+            p = tracer.tensor(init.copy(), requires_grad=True)
+            opt = cls([p], lr=0.5)
+            if not flat:
+                opt._flat_kind = None
+            sched = optim.lr_scheduler.LambdaLR(opt, (lambda e: np.exp(-0.3 * e)) if as_numpy
+                                                else (lambda e: float(np.exp(-0.3 * e))))
+            for g in grads:
+                opt.step([g])
+                sched.step()
+            if want is None:
+                want = p.numpy().tobytes()
+            assert p.numpy().tobytes() == want, (as_numpy, flat)

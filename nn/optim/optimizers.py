@@ -173,6 +173,9 @@ class Optimizer(ABC):
             arrays.append(g)
         if _anomaly.enabled:  # autodiff.detect_anomaly: a NaN gradient names its parameter
             check_optimizer(self, arrays, "gradient")
+        for group in self.param_groups:  # an lr set as a NumPy scalar (a LambdaLR of np.exp, g["lr"] = ...) as the
+            if type(group["lr"]) is not float:  # float the constructor keeps: np.float64 is no weak scalar, so the
+                group["lr"] = float(group["lr"])  # NumPy update ran float32 in float64 and the numba loop did not
         self.step_count += 1
         if not self._update_all(arrays):  # one call for every parameter (SGD's numba form), or each in turn
             self._update_each(arrays)
