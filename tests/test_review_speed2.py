@@ -100,3 +100,26 @@ def test_numpy_scalar_lr_from_a_scheduler_gives_the_float_lr_s_bits(cls):
             if want is None:
                 want = p.numpy().tobytes()
             assert p.numpy().tobytes() == want, (as_numpy, flat)
+
+
+@pytest.mark.xfail(strict=True, reason="open: options other than lr written into a group as NumPy scalars are not "
+                   "normalised (every option's type checked at each step costs about 0.3 us a step; left to the "
+                   "optimizer's owner), so the NumPy update runs float32 in float64 for them and the flat loop not")
+@pytest.mark.parametrize("cls, name", [(optim.AdamW, "weight_decay"), (optim.RMSprop, "weight_decay"),
+                                       (optim.Adagrad, "eps"), (optim.Adadelta, "eps")])
+def test_numpy_scalar_option_gives_the_float_option_s_bits(cls, name):
+    rng = np.random.default_rng(2)
+    init = rng.standard_normal((5, 7)).astype("float32")
+    grads = [rng.standard_normal((5, 7)).astype("float32") for _ in range(4)]
+    got = []
+    for value in (0.001, np.float64(0.001)):
+        for flat in (False, True):
+            p = tracer.tensor(init.copy(), requires_grad=True)
+            opt = cls([p], lr=0.1)
+            if not flat:
+                opt._flat_kind = None
+            opt.param_groups[0][name] = value
+            for g in grads:
+                opt.step([g])
+            got.append(p.numpy().tobytes())
+    assert len(set(got)) == 1
