@@ -27,6 +27,7 @@ from . import (
     cross_entropy,
     dense_chains,
     numba_hook,
+    numba_nll,
     numba_program,
     pool_relu,
     storage,
@@ -130,6 +131,7 @@ class CompiledFunction:
             fn = dense_chains.rewrite(fn)  # a dense layer's bias + relu, relu's backward (ir.runtime.dense_chains)
             if numba_hook.ENABLED:  # softmax/layer_norm/GELU backward chains as numba row kernels
                 fn = vjp_chains.rewrite(fn)
+                fn = numba_nll.rewrite(fn)  # log_softmax + nll_loss and its adjoint (ir.runtime.numba_nll)
         self.name, self.xp, self.stats, self.fn = name, xp, stats, fn
         self.check_types = check_types
         self.specialize_kernels = specialize_kernels  # False: generic kernels only, no numba program either

@@ -27,7 +27,7 @@ from ..ops.manipulate import perm_axes
 from ..ops.reduction import kernel_axes
 from ..ops.registry import get_op
 from ..types import TensorType, TupleType
-from . import dense_chains, numba_hook, split2, vjp_chains
+from . import dense_chains, numba_hook, numba_nll, split2, vjp_chains
 from .conv_specialize import BUILDERS as _CONV_BUILDERS
 
 _FLOATS = ("float32", "float64")
@@ -49,6 +49,10 @@ def specialize(call: Call, xp):
         # a backward chain's row kernel, the tanh GELU's forward as the same x * sigmoid(2u), the embedding
         # gradient's scatter-add as one loop (ir.runtime.vjp_chains)
         fast = vjp_chains.kernel(call)
+        if fast is not None:
+            return fast
+    if call.op == "fused" and numba_hook.ENABLED:  # log_softmax + nll_loss, its adjoint (ir.runtime.numba_nll)
+        fast = numba_nll.kernel(call)
         if fast is not None:
             return fast
     if call.op == "fused":  # a dense layer's bias + relu, relu's backward: one pass each (ir.runtime.dense_chains)
