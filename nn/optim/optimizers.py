@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from itertools import repeat
 
 import numpy as np
 
@@ -176,6 +177,8 @@ class Optimizer(ABC):
         for group in self.param_groups:  # an lr set as a NumPy scalar (a LambdaLR of np.exp, g["lr"] = ...) as the
             if type(group["lr"]) is not float:  # float the constructor keeps: np.float64 is no weak scalar, so the
                 group["lr"] = float(group["lr"])  # NumPy update ran float32 in float64 and the numba loop did not
+            if any(map(isinstance, group.values(), repeat(np.generic))):  # any other option so (weight_decay, eps)
+                group.update({k: v.item() for k, v in group.items() if isinstance(v, np.generic)})
         self.step_count += 1
         if not self._update_all(arrays):  # one call for every parameter (SGD's numba form), or each in turn
             self._update_each(arrays)
