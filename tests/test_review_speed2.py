@@ -62,6 +62,23 @@ _INTERRUPTED_SPLIT = textwrap.dedent("""
     assert done == ["a", "b"], done
     split2.run(lambda: None, slow("c"))
     assert done == ["a", "b", "c"], done
+
+    class LateSignal:  # the signal's exception just after the wait took the lock
+        def __init__(self, lock):
+            self.lock = lock
+
+        def acquire(self):
+            self.lock.acquire()
+            raise KeyboardInterrupt
+
+    split2._worker.done = LateSignal(split2._worker.done)
+    try:
+        split2.run(lambda: None, slow("d"))
+        raise SystemExit("no KeyboardInterrupt")
+    except KeyboardInterrupt:
+        assert done[-1] == "d", done
+    split2.run(lambda: None, slow("e"))  # neither hangs nor returns early
+    assert done[-1] == "e", done
     print("ok")
 """)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 
 # a call is split when its serial time is at least this many elements of output (float32, measured on the
 # GPT's (16, 4, 64, 64) and (16, 4, 64, 32) stacks, 0.1-0.4 ms each at 1 thread): waking the worker costs
@@ -53,17 +54,22 @@ class _Worker:
         self.done.acquire()
         self.task = None
         self.error = None
+        self.ended = 0  # tasks ended (counted before `done` is released: _retire waits by it)
         threading.Thread(target=self._loop, name="tracegrad-split2", daemon=True).start()
 
     def _loop(self):
         go, done = self.go, self.done
         while True:
             go.acquire()
+            task = self.task
+            if task is None:  # retired (_retire)
+                return
             try:
-                self.task()
+                task()
             except BaseException as e:  # noqa: BLE001 - raised again on the calling thread
                 self.error = e
             self.task = None
+            self.ended += 1
             done.release()
 
 
@@ -80,17 +86,20 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _wait(lock):
-    """Acquire `lock`, waiting on through an exception a signal handler raised meanwhile (Ctrl-C), which is
-    returned: the caller may not go on while the worker still writes the call's arrays, and a wait cut short
-    would leave `done` released for the next split (which would then return before its worker's half ended)."""
-    interrupt = None
-    while True:
+def _retire(w: _Worker, ended: int) -> None:
+    """After a signal's exception (Ctrl-C) cut the wait for worker `w` short (inside `done.acquire()` or just
+    after it took the lock: which one cannot be told): wait for its half by its count of ended tasks, since the
+    caller may not go on while the worker still writes the call's arrays, then let it go and leave the next
+    split a new worker (a `done` left released would have the next split return before its half ended)."""
+    global _worker
+    while w.ended < ended:
         try:
-            lock.acquire()
-            return interrupt
-        except BaseException as e:  # noqa: BLE001 - raised by the caller once the worker is done
-            interrupt = e
+            time.sleep(1e-4)
+        except BaseException:  # noqa: BLE001, S110 - another Ctrl-C: the first is raised, after the half ends
+            pass
+    _worker = None
+    w.task = None
+    w.go.release()  # its loop ends
 
 
 def run(first, second) -> None:
@@ -106,11 +115,17 @@ def run(first, second) -> None:
         if w is None:
             w = _worker = _Worker()
         w.task = second
+        ended = w.ended + 1
         w.go.release()
         try:
             first()
         finally:  # the worker's half ends before this returns or raises (its error is never left for later)
-            interrupt = _wait(w.done)
+            interrupt = None
+            try:
+                w.done.acquire()
+            except BaseException as e:  # a signal's exception while waiting: raised once the half has ended
+                interrupt = e
+                _retire(w, ended)
             error, w.error = w.error, None
             if interrupt is not None:
                 raise interrupt
