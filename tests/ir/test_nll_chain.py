@@ -204,3 +204,27 @@ def test_plan_refuses_other_exprs():
     assert numba_nll.kernel(other) is None
     small = _call("forward", 8, 10)
     assert numba_nll.kernel(small) is None
+
+
+def test_prange_forms_give_the_serial_bits():
+    # the parallel kernels (chosen by numba_threads.use_parallel on large arrays) do each row as the serial ones
+    module = numba_nll._module()
+    z, t = _data(n=300, c=257, seed=5)
+    z[7, 3], z[8, :] = np.nan, -np.inf
+    t[::5] = -100
+    count = module.count_targets(t, -100, 257)
+    for blocks in (1, 3, 16):
+        losses = []
+        for name in ("nll_rows_serial", "nll_rows_parallel"):
+            loss = np.empty(300)
+            getattr(module, name)(z, t, -100, loss, np.empty((blocks, 257), np.float32))
+            losses.append(loss)
+        assert losses[0].tobytes() == losses[1].tobytes()
+    g = np.linspace(-1, 1, 300).astype("float32")
+    outs = []
+    for name in ("nll_backward_serial", "nll_backward_parallel"):
+        out = np.empty((300, 257), np.float32)
+        with np.errstate(all="ignore"):
+            getattr(module, name)(z, t, -100, g, True, count, out)
+        outs.append(out)
+    assert outs[0].tobytes() == outs[1].tobytes()
