@@ -19,13 +19,13 @@ import numpy as np
 import ir
 from ir import Binding, Block, Builder, Executor, Function, IRModule, TupleType, Var, free_vars
 from ir.ops import get_op
-from ir.runtime.executor import buffer_owner
 from ir.transform.base import paused_gc
 from tracer import Tensor
 from tracer import autograd as ag
 from tracer.tensor import apply, dtype_name
 
 from .gradient import Gradient
+from .step_args import _buffer_key
 
 _CACHE: OrderedDict[tuple, _Compiled] = OrderedDict()
 _CACHE_ENTRIES = 32
@@ -147,10 +147,10 @@ def _dropped(tape: ag.Tape, top: int) -> tuple:
 def _owned(grads: tuple, feed: list) -> list:
     """The gradients, each in a buffer of its own: one that is (a view of) an array fed in, or shares a buffer
     with another gradient, or is read-only (a broadcast), is copied; `.grad` is the user's to write into."""
-    fed = {id(a if a.base is None else buffer_owner(a)) for a in feed}
+    fed = {_buffer_key(a) for a in feed}  # numba's results name their allocation, not their MemInfo
     out, seen = [], set()
     for g in grads:
-        owner = id(g if g.base is None else buffer_owner(g))
+        owner = _buffer_key(g)
         if owner in fed or owner in seen or not getattr(g.flags, "writeable", True):
             g = g.copy()
             owner = id(g)
