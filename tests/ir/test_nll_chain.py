@@ -228,3 +228,21 @@ def test_prange_forms_give_the_serial_bits():
             getattr(module, name)(z, t, -100, g, True, count, out)
         outs.append(out)
     assert outs[0].tobytes() == outs[1].tobytes()
+
+
+@pytest.mark.parametrize("n", [1, 5, 8, 13, 1000])
+def test_row_max_lanes(n):
+    row_max = numba_nll._module().row_max
+    rng = np.random.default_rng(n)
+    a = rng.normal(size=n).astype("float32")
+    assert row_max(a) == a.max()
+    a[-1] = np.inf
+    assert row_max(a) == np.inf
+    b = np.full(n, -np.inf, np.float32)
+    assert row_max(b) == -np.inf
+    if n > 1:
+        c = a.copy()
+        c[n // 2 + 1 if n > 2 else 1] = np.nan  # passed over, as one select chain does
+        assert row_max(c) == np.nanmax(c)
+    a[0] = np.nan  # the first element NaN: NaN
+    assert np.isnan(row_max(a))
