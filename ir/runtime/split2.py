@@ -116,8 +116,8 @@ def run(first, second) -> None:
             w = _worker = _Worker()
         w.task = second
         ended = w.ended + 1
-        w.go.release()
         try:
+            w.go.release()  # in the try: a signal's exception raised as this returns still waits for the half
             first()
         finally:  # the worker's half ends before this returns or raises (its error is never left for later)
             interrupt = None
