@@ -140,13 +140,11 @@ def test_numpy_scalar_option_gives_the_float_option_s_bits(cls, name):
     assert len(set(got)) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="open by design of nn/optim/flat.py: state entries are views of flat buffers, "
-                   "made again (and the entries replaced) when the parameter set or their arrays change; keeping a "
-                   "held array live would need a copy back at every step")
 def test_a_held_state_entry_stays_the_live_state_after_add_param_group():
     """torch (and the per-parameter NumPy update) update opt.state entries in place, so a reference taken once stays
     the live state; on the flat path add_param_group (also p.data = ..., or the tiered start's NumPy first steps)
-    replaces the entries by views of new buffers and the held array is left behind."""
+    replaced the entries by views of new buffers and the held array was left behind (now the parts that still fit
+    keep their buffers and views)."""
     _loaded()
     p = tracer.tensor(np.ones((4, 4), "float32"), requires_grad=True)
     opt = optim.Adam([p], lr=0.1)

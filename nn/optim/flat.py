@@ -1,19 +1,32 @@
 """Optimizer state in flat buffers, updated by one numba call per step (ir.runtime.numba_adam, the `fast` extra).
 
 An optimizer with a `_flat_kind` (Adam, AdamW, Adadelta, RMSprop, Adagrad) keeps, where numba is wanted and
-its parameters are NumPy's C-contiguous float32/float64 arrays, one 1-D buffer per state name and dtype; each
-parameter's state entries (opt.state[i]["exp_avg"], ...) are views of it, put there at the parameter's first
-update (a parameter that never had a gradient has no state, as before). The parameters stay the user's arrays.
-Each step checks that every entry is still its view: one the user (or load_state_dict) replaced is copied into
-the view, which goes back in its place, so the values are never stale, and state_dict() copies as before.
-An entry this cannot take (another dtype, shape or array type) sends the step to the NumPy update, which then
-raises or computes exactly what it did before.
+its parameters are NumPy's C-contiguous float32/float64 arrays, its state in parts: each part holds parameters of
+one dtype and one 1-D buffer per state name; each parameter's state entries (opt.state[i]["exp_avg"], ...) are
+views of its part's buffers, put there at the parameter's first update (a parameter that never had a gradient
+has no state, as before), also while the tiered start still runs the NumPy update. The parameters stay the
+user's arrays. Each step checks that every entry is still its view: one the user (or load_state_dict) replaced
+is copied into the view, which goes back in its place, so the values are never stale, and state_dict() copies as
+before. An entry this cannot take (another dtype, shape or array type) sends the step to the NumPy update, which
+then raises or computes exactly what it did before.
+
+A reference held to an entry stays the live state, as torch's and the NumPy update's do, across the re-layouts
+too: where the parameters or their arrays change (add_param_group, p.data = new_array, a group's options
+needing another state name), each part whose parameters are all still there with the same shapes and dtype
+keeps its buffers and views (a rebound array of the same shape and dtype is just the part's new parameter
+view; a state name a group takes up, amsgrad switched on, gets a buffer of its own in the part); only new
+parameters get a new part. A parameter whose array changed shape or dtype leaves its part (the space it had
+stays unused) for a new one: its old entries no longer fit, so steps take the NumPy update (which raises or
+follows them) until they are replaced (opt.state[i] = {} starts them afresh, in the new part's views). What is
+still replaced by a view (its values copied): an entry that was never one, as an entry set before the first
+step (Adagrad's "sum" from the constructor), by the user or by load_state_dict.
 
 The NumPy per-parameter update stays the fallback (numba absent or switched off, its tiered start still
 loading, a gradient not C-contiguous, CuPy, float16): it runs on the same views, and gives the same bits.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -24,15 +37,16 @@ SLOTS = numba_adam.SLOTS
 
 
 class _Part:
-    """The parameters of one dtype: their rows (index into opt.params), offsets, buffers and coefficients."""
+    """Parameters of one dtype whose state shares the buffers `bufs` (one per name of opt._flat_order; an empty
+    one for a name not in `names`, which none of them uses yet): `slots` (parameter index, start in the buffers,
+    shape, its views {name: view}), and what a step needs from them (offsets, coefficients, the (p, g) pairs)."""
 
-    def __init__(self, dtype, rows, datas, order, union, group_of, width):
-        self.dtype, self.rows = dtype, rows
+    def __init__(self, dtype, size, names, bufs, slots, datas, group_of, width, fn=None):
+        self.dtype, self.size, self.names, self.bufs, self.slots, self.fn = dtype, size, names, bufs, slots, fn
+        self.rows = rows = [i for i, _, _, _ in slots]
         n = -(-len(rows) // SLOTS) * SLOTS  # padded to whole calls
-        self.offs = np.zeros(n + 1, np.int64)
-        self.offs[1:len(rows) + 1] = np.cumsum([datas[i].size for i in rows])
-        total = int(self.offs[len(rows)])
-        self.bufs = tuple(np.zeros(total if name in union else 0, dtype) for name in order)
+        self.offs = np.zeros(n, np.int64)
+        self.offs[:len(rows)] = [a for _, a, _, _ in slots]
         self.coef = np.zeros((n, width), dtype)
         self.flat_p = [datas[i].reshape(-1) for i in rows]
         self.empty = self.scratch = np.zeros(0, dtype)  # scratch: -g where a group maximizes (made then)
@@ -46,30 +60,48 @@ class _Part:
                 self.runs[-1][2] = r + 1
             else:
                 self.runs.append([group_of[i], r, r + 1])
-        self.fn = None  # the kind's kernel, once numba has it
+
+    @classmethod
+    def new(cls, opt, dtype, rows, datas, used, width):
+        """A part of its own for these parameters, its buffers zeros."""
+        starts = np.cumsum([0] + [datas[i].size for i in rows]).tolist()
+        slots = [(i, starts[r], datas[i].shape, {}) for r, i in enumerate(rows)]
+        return _grown(cls(dtype, starts[-1], frozenset(), (np.zeros(0, dtype),) * 3, slots, datas, opt._group_of,
+                          width), opt, datas, used, width)
+
+
+def _grown(part, opt, datas, used, width):
+    """`part`, or one like it with a buffer (and each parameter's view of it) for each state name its groups use
+    now that it has none for; the other buffers and views are the same objects."""
+    order, group_of = opt._flat_order, opt._group_of
+    need = {n for i in part.rows for n in used[group_of[i]]} - part.names
+    if not need:
+        return part
+    bufs = tuple(np.zeros(part.size, part.dtype) if n in need else b for n, b in zip(order, part.bufs, strict=True))
+    slots = [(i, a, shape, {**views, **{n: bufs[k][a:a + math.prod(shape)].reshape(shape)
+                                         for k, n in enumerate(order) if n in need}})
+             for i, a, shape, views in part.slots]
+    return _Part(part.dtype, part.size, part.names | need, bufs, slots, datas, group_of, width, part.fn)
 
 
 class Flat:
     """The flat state of one optimizer for one set of parameter arrays (`datas`, by identity) and of the state
-    names its groups use (`used`); `ok` False where the arrays do not qualify (the NumPy update runs)."""
+    names its groups use (`used`); `ok` False where the arrays do not qualify (the NumPy update runs). `old`: the
+    flat state before (or None), whose parts that still fit are kept, their views with them."""
 
-    def __init__(self, opt, datas, used):
+    def __init__(self, opt, datas, used, old=None):
         self.datas, self.used = datas, used
         self.ok = all(type(d) is np.ndarray and d.dtype in numba_adam.DTYPES and d.flags.c_contiguous
                       and d.flags.writeable for d in datas)
-        if not self.ok:
+        if not self.ok:  # the parts kept for when the arrays qualify again
+            self.params, self.parts = (old.params, old.parts) if old is not None else ([], [])
             return
-        self.union = {n for names in used for n in names}
-        self.parts = []
-        where = {}  # parameter index -> (part, row in it)
-        for dtype in numba_adam.DTYPES:
-            rows = [i for i, d in enumerate(datas) if d.dtype == dtype]
-            if rows:
-                part = _Part(dtype, rows, datas, opt._flat_order, self.union, opt._group_of,
-                             len(numba_adam.ROWS[opt._flat_kind]))
-                self.parts.append(part)
-                where.update({i: (part, r) for r, i in enumerate(rows)})
-        views = [self._views(opt._flat_order, *where[i], d) for i, d in enumerate(datas)]
+        self.params = list(opt.params)
+        self.parts = _layout(opt, datas, used, old)
+        views = [None] * len(datas)
+        for part in self.parts:
+            for i, _, _, v in part.slots:
+                views[i] = v
         # every (parameter, state name) the groups use, flat: the per-step check that each entry is its view
         keys = [(i, n) for i in range(len(datas)) for n in used[opt._group_of[i]]]
         self.key_params = [i for i, _ in keys]
@@ -86,13 +118,34 @@ class Flat:
     def __reduce__(self):
         return _none, ()
 
-    def _views(self, order, part, r, data):
-        a, b = int(part.offs[r]), int(part.offs[r + 1])
-        return {n: buf[a:b].reshape(data.shape) for n, buf in zip(order, part.bufs, strict=True) if n in self.union}
-
 
 def _none():
     return None
+
+
+def _layout(opt, datas, used, old) -> list:
+    """The parts for `datas`: old's parts with the parameters still there at the same shape and dtype (found by
+    identity, wherever they are now in opt.params; a rebound array is only the part's new view of it), then a
+    new part per dtype for the others."""
+    width = len(numba_adam.ROWS[opt._flat_kind])
+    pos = {id(p): i for i, p in enumerate(opt.params)}
+    placed = [False] * len(datas)
+    parts = []
+    for part in old.parts if old is not None else ():
+        slots = []
+        for j, a, shape, views in part.slots:
+            i = pos.get(id(old.params[j]))
+            if i is not None and not placed[i] and datas[i].dtype == part.dtype and datas[i].shape == shape:
+                placed[i] = True
+                slots.append((i, a, shape, views))
+        if slots:
+            kept = _Part(part.dtype, part.size, part.names, part.bufs, slots, datas, opt._group_of, width, part.fn)
+            parts.append(_grown(kept, opt, datas, used, width))
+    for dtype in numba_adam.DTYPES:
+        rows = [i for i, d in enumerate(datas) if d.dtype == dtype and not placed[i]]
+        if rows:
+            parts.append(_Part.new(opt, dtype, rows, datas, used, width))
+    return parts
 
 
 def update(opt, arrays: list) -> bool:
@@ -105,7 +158,7 @@ def update(opt, arrays: list) -> bool:
     datas = [p._data for p in opt.params]
     if flat is None or flat.used != used or len(datas) != len(flat.datas) or not all(map(operator.is_, flat.datas,
                                                                                             datas)):
-        flat = opt._flat_state = Flat(opt, datas, used)
+        flat = opt._flat_state = Flat(opt, datas, used, flat)
     if not flat.ok:
         return False
     ndarray, missing = np.ndarray, False

@@ -243,13 +243,18 @@ def test_background_loaders_run(kind):
         numba_adam._load(kind, dtype)
 
 
+def _made(k, seed, make):
+    """k lists of SHAPES' parameters (equal values), each with its optimizer make(params)."""
+    made = []
+    for _ in range(k):
+        ps = [nn.Parameter(a) for a in _arrays("float32", seed, specials=False)]
+        made.append((ps, make(ps)))
+    return made
+
+
 def test_add_param_group_after_steps():
     _loaded()
-    made = []
-    for _ in range(2):
-        ps = [nn.Parameter(a) for a in _arrays("float32", 2, specials=False)]
-        made.append((ps, optim.RMSprop(ps[:5], lr=0.01, momentum=0.5)))
-    (pa, oa), (pb, ob) = made
+    (pa, oa), (pb, ob) = _made(2, 2, lambda ps: optim.RMSprop(ps[:5], lr=0.01, momentum=0.5))
     ob._flat_kind = None
     for step in range(4):
         if step == 2:
@@ -312,3 +317,175 @@ def test_a_copied_plain_sgd_makes_its_own_views(how):
     twin.step(gs)
     for p, b, g in zip(twin.params, before, gs, strict=True):
         np.testing.assert_array_equal(p._data, b - np.multiply(g, 0.1))
+
+
+def _held(opt):
+    """Every state entry, as a user holding opt.state[i][name] would keep it."""
+    return [dict(s) for s in opt.state]
+
+
+def _still_held(opt, held):
+    for i, entries in enumerate(held):
+        for name, v in entries.items():
+            assert opt.state[i][name] is v, (i, name)
+
+
+def _rebind(ps, make):
+    """p.data = a new array (from `make(old)`) for parameter i of each list."""
+    for p in ps:
+        p.data = tracer.tensor(make(p.numpy()))
+
+
+def _like(ps, k):
+    rng = np.random.default_rng(200 + k)
+    return [rng.standard_normal(p.shape).astype(p.dtype) for p in ps]
+
+
+@pytest.mark.parametrize("cls,kw", CONFIGS, ids=IDS)
+def test_held_entries_stay_the_state_across_add_param_group_twice_and_a_rebind(cls, kw, monkeypatch):
+    _loaded()
+    calls = _count_runs(monkeypatch)
+    made = []
+    for _ in range(2):
+        ps = [nn.Parameter(a) for a in _arrays("float32", 5, specials=False)]
+        ps[2] = nn.Parameter(ps[2]._data.astype("float64"))
+        made.append((ps, cls(ps[:4], **kw)))
+    (pa, oa), (pb, ob) = made
+    ob._flat_kind = None
+    held = []
+    with np.errstate(all="ignore"):
+        for step in range(7):
+            if step in (2, 4):
+                for ps, o in made:
+                    o.add_param_group({"params": ps[4:7], "lr": 0.02} if step == 2 else
+                                      {"params": ps[7:], "weight_decay": 0.1})
+            if step == 5:  # p.data = an array of the same shape and dtype: only the part's view of it is new
+                _rebind([pa[0], pb[0]], np.copy)
+            gs = [None if g is None else g.astype(p.dtype) for g, p in zip(_grads("float32", step, False), pa,
+                                                                            strict=True)][:len(oa.params)]
+            before = len(calls)
+            oa.step(gs)
+            ob.step(gs)
+            assert len(calls) > before  # numba's loop ran
+            _same(pa, oa, pb, ob)
+            _still_held(oa, held)
+            held = _held(oa)
+    assert len(oa._flat_state.parts) == 4  # float32 and float64 from the start, one per group added
+    assert oa._flat_state.datas[0] is pa[0]._data
+
+
+def test_p_data_of_another_shape_dtype_or_layout_leaves_the_others_held(monkeypatch):
+    _loaded()
+    (pa, oa), (pb, ob) = _made(2, 6, lambda ps: optim.Adam(ps, lr=0.01, amsgrad=True))
+    ob._flat_kind = None
+    calls = _count_runs(monkeypatch)
+    step = iter(range(100))
+
+    def both(numba=True):
+        gs = _like(pa, next(step))
+        before = len(calls)
+        oa.step(gs)
+        ob.step(gs)
+        assert (len(calls) > before) == numba
+        _same(pa, oa, pb, ob)
+
+    both()
+    both()
+    held, buf = _held(oa), oa._flat_state.parts[0].bufs[0]
+    _rebind([pa[0], pb[0]], np.asfortranarray)  # not C-contiguous: NumPy's update, on the same views
+    both(numba=False)
+    _still_held(oa, held)
+    _rebind([pa[0], pb[0]], np.ascontiguousarray)
+    both()
+    _still_held(oa, held)
+    assert oa._flat_state.parts[0].bufs[0] is buf and len(oa._flat_state.parts) == 1
+    _rebind([pa[2], pb[2]], lambda a: a.reshape(5, 4, 3).copy())  # another shape: the old entries do not fit
+    for o in (oa, ob):
+        with pytest.raises(ValueError):
+            o.step(_like(pa, 50))
+    _rebind([pa[3], pb[3]], lambda a: a.astype("float64"))  # another dtype: NumPy's update follows its entries
+    for o in (oa, ob):
+        o.state[2] = {}
+    both(numba=False)
+    assert oa.state[3]["exp_avg"].dtype == np.float32
+    for o in (oa, ob):
+        o.state[3] = {}
+    both()
+    both()
+    held[2] = held[3] = {}
+    _still_held(oa, held)
+    parts = oa._flat_state.parts
+    assert len(parts) == 3 and parts[0].bufs[0] is buf and parts[0].rows == [0, 1, 4, 5, 6, 7, 8, 9]
+    assert np.shares_memory(oa.state[2]["exp_avg"], parts[1].bufs[0]) and parts[2].dtype == np.float64
+
+
+def test_amsgrad_switched_on_and_off_keeps_the_held_entries(monkeypatch):
+    _loaded()
+    (pa, oa), (pb, ob) = _pair(optim.Adam, {"weight_decay": 0.1}, "float32")
+    calls = _count_runs(monkeypatch)
+    held = []
+    with np.errstate(all="ignore"):
+        for step in range(8):
+            if step in (2, 4, 6):  # group 1's amsgrad on, off, on again (its max_exp_avg_sq kept meanwhile)
+                for o in (oa, ob):
+                    o.param_groups[1]["amsgrad"] = step != 4
+            gs = _grads("float32", step)
+            oa.step(gs)
+            ob.step(gs)
+            _same(pa, oa, pb, ob)
+            _still_held(oa, held)
+            held = _held(oa)
+    assert len(calls) == 8 and "max_exp_avg_sq" in oa.state[4] and "max_exp_avg_sq" not in oa.state[0]
+
+
+def test_state_dict_round_trip_after_a_relayout():
+    _loaded()
+    made = _made(3, 7, lambda ps: optim.RMSprop(ps[:5], lr=0.01, momentum=0.5))
+    (pa, oa), (pb, ob), (pc, oc) = made
+    ob._flat_kind = None
+    for step in range(5):
+        if step == 2:
+            for ps, o in made[:2]:
+                o.add_param_group({"params": ps[5:], "centered": True})
+        gs = _grads("float32", step, specials=False)[:len(oa.params)]
+        oa.step(gs)
+        ob.step(gs)
+        if step == 2:
+            held, sd, snap = _held(oa), oa.state_dict(), [p.numpy().copy() for p in pa]
+    oc.add_param_group({"params": pc[5:], "centered": True})
+    for ps, o in made:
+        for p, s in zip(ps, snap, strict=True):
+            p._data[...] = s
+        o.load_state_dict(sd)  # the state at step 3 again (each a copy)
+    _rebind([pa[0], pb[0], pc[0]], np.copy)  # and a re-layout at the same step
+    for step in range(5, 8):
+        gs = _grads("float32", step, specials=False)
+        for o in (oa, ob, oc):
+            o.step(gs)
+        _same(pa, oa, pb, ob)
+        _same(pc, oc, pb, ob)
+        _still_held(oa, held)  # the loaded values copied into the held views, which are the entries again
+
+
+@pytest.mark.parametrize("cls,kw", CONFIGS[::3], ids=IDS[::3])
+def test_the_tiered_start_s_numpy_steps_make_the_views_a_held_entry_stays(cls, kw, monkeypatch):
+    _loaded()
+    (pa, oa), (pb, ob) = _pair(cls, kw, "float32")
+    monkeypatch.setattr(numba_hook, "ready", lambda: False)  # numba still loading: NumPy's update
+    calls = _count_runs(monkeypatch)
+    with np.errstate(all="ignore"):
+        for step in range(2):
+            oa.step(_grads("float32", step))
+            ob.step(_grads("float32", step))
+            _same(pa, oa, pb, ob)
+        assert not calls
+        held, bufs = _held(oa), oa._flat_state.parts[0].bufs
+        assert all(any(np.shares_memory(v, b) for b in bufs) for s in held for v in s.values() if v.size)
+        monkeypatch.undo()
+        calls = _count_runs(monkeypatch)
+        for step in range(2, 4):
+            oa.step(_grads("float32", step))
+            ob.step(_grads("float32", step))
+            _same(pa, oa, pb, ob)
+            _still_held(oa, held)
+    assert len(calls) == 2
