@@ -11,15 +11,17 @@ before. An entry this cannot take (another dtype, shape or array type) sends the
 then raises or computes exactly what it did before.
 
 A reference held to an entry stays the live state, as torch's and the NumPy update's do, across the re-layouts
-too: where the parameters or their arrays change (add_param_group, p.data = new_array, a group's options
-needing another state name), each part whose parameters are all still there with the same shapes and dtype
-keeps its buffers and views (a rebound array of the same shape and dtype is just the part's new parameter
-view; a state name a group takes up, amsgrad switched on, gets a buffer of its own in the part); only new
-parameters get a new part. A parameter whose array changed shape or dtype leaves its part (the space it had
-stays unused) for a new one: its old entries no longer fit, so steps take the NumPy update (which raises or
-follows them) until they are replaced (opt.state[i] = {} starts them afresh, in the new part's views). What is
-still replaced by a view (its values copied): an entry that was never one, as an entry set before the first
-step (Adagrad's "sum" from the constructor), by the user or by load_state_dict.
+too (add_param_group, p.data = new_array, a group's options needing another state name): a parameter still
+there (found by identity) with the same shape and dtype keeps its part's buffers and its views (a rebound array
+is only the part's new view of the parameter); a state name a group takes up (amsgrad switched on) gets a buffer
+of its own in the part, the other entries kept; only new parameters get new space, after a part's parameters
+where it has room (a part made at a re-layout keeps SPARE elements of room, so that groups added one at a time
+do not make a part, a numba call, each), else in a new part. Still replaced, where a re-layout cannot keep them:
+the entries of a parameter whose array changed shape or dtype (it leaves its part, whose space it had stays
+unused; its old entries no longer fit, so steps take the NumPy update, which raises or follows them, until
+they are replaced: opt.state[i] = {} starts them afresh in views of the new part), and an entry that was never
+a view (its values copied into one at the next step): one set before the first step (Adagrad's "sum" from the
+constructor), by the user or by load_state_dict.
 
 The NumPy per-parameter update stays the fallback (numba absent or switched off, its tiered start still
 loading, a gradient not C-contiguous, CuPy, float16): it runs on the same views, and gives the same bits.
@@ -34,15 +36,18 @@ import numpy as np
 from ir.runtime import numba_adam, numba_hook
 
 SLOTS = numba_adam.SLOTS
+SPARE = 1 << 16  # room a part made at a re-layout keeps for the parameters added next (add_param_group again)
 
 
 class _Part:
-    """Parameters of one dtype whose state shares the buffers `bufs` (one per name of opt._flat_order; an empty
-    one for a name not in `names`, which none of them uses yet): `slots` (parameter index, start in the buffers,
-    shape, its views {name: view}), and what a step needs from them (offsets, coefficients, the (p, g) pairs)."""
+    """Parameters of one dtype whose state shares the buffers `bufs` (`size` long; one per name of opt._flat_order,
+    an empty one for a name not in `names`, which none of them uses yet; [0, end) given out): `slots` (parameter
+    index, start in the buffers, shape, its views {name: view}), and what a step needs from them (offsets,
+    coefficients, the (p, g) pairs)."""
 
-    def __init__(self, dtype, size, names, bufs, slots, datas, group_of, width, fn=None):
-        self.dtype, self.size, self.names, self.bufs, self.slots, self.fn = dtype, size, names, bufs, slots, fn
+    def __init__(self, dtype, size, end, names, bufs, slots, datas, group_of, width, fn=None):
+        self.dtype, self.size, self.end, self.names, self.bufs, self.slots = dtype, size, end, names, bufs, slots
+        self.fn = fn
         self.rows = rows = [i for i, _, _, _ in slots]
         n = -(-len(rows) // SLOTS) * SLOTS  # padded to whole calls
         self.offs = np.zeros(n, np.int64)
@@ -61,27 +66,31 @@ class _Part:
             else:
                 self.runs.append([group_of[i], r, r + 1])
 
-    @classmethod
-    def new(cls, opt, dtype, rows, datas, used, width):
-        """A part of its own for these parameters, its buffers zeros."""
-        starts = np.cumsum([0] + [datas[i].size for i in rows]).tolist()
-        slots = [(i, starts[r], datas[i].shape, {}) for r, i in enumerate(rows)]
-        return _grown(cls(dtype, starts[-1], frozenset(), (np.zeros(0, dtype),) * 3, slots, datas, opt._group_of,
-                          width), opt, datas, used, width)
 
-
-def _grown(part, opt, datas, used, width):
-    """`part`, or one like it with a buffer (and each parameter's view of it) for each state name its groups use
-    now that it has none for; the other buffers and views are the same objects."""
+def _part(opt, datas, used, width, base, slots, rows=()):
+    """A part on `base`'s buffers ((dtype, size, end, names, bufs, fn)) with `slots`, then `rows` (new parameters)
+    from `end` on, and a new buffer (and each parameter's view of it) for each state name its groups use that it
+    has none for; the other buffers and views are the same objects."""
+    dtype, size, end, names, bufs, fn = base
     order, group_of = opt._flat_order, opt._group_of
-    need = {n for i in part.rows for n in used[group_of[i]]} - part.names
-    if not need:
-        return part
-    bufs = tuple(np.zeros(part.size, part.dtype) if n in need else b for n, b in zip(order, part.bufs, strict=True))
-    slots = [(i, a, shape, {**views, **{n: bufs[k][a:a + math.prod(shape)].reshape(shape)
-                                         for k, n in enumerate(order) if n in need}})
-             for i, a, shape, views in part.slots]
-    return _Part(part.dtype, part.size, part.names | need, bufs, slots, datas, group_of, width, part.fn)
+    slots = list(slots)
+    for i in rows:
+        d = datas[i]
+        slots.append((i, end, d.shape, {n: b[end:end + d.size].reshape(d.shape)
+                                        for n, b in zip(order, bufs, strict=True) if n in names}))
+        end += d.size
+    need = {n for i, _, _, _ in slots for n in used[group_of[i]]} - names
+    if need:
+        bufs = tuple(np.zeros(size, dtype) if n in need else b for n, b in zip(order, bufs, strict=True))
+        slots = [(i, a, shape, {**views, **{n: bufs[k][a:a + math.prod(shape)].reshape(shape)
+                                             for k, n in enumerate(order) if n in need}})
+                 for i, a, shape, views in slots]
+        names = names | need
+    return _Part(dtype, size, end, names, bufs, slots, datas, group_of, width, fn)
+
+
+def _base(part):
+    return part.dtype, part.size, part.end, part.names, part.bufs, part.fn
 
 
 class Flat:
@@ -125,8 +134,9 @@ def _none():
 
 def _layout(opt, datas, used, old) -> list:
     """The parts for `datas`: old's parts with the parameters still there at the same shape and dtype (found by
-    identity, wherever they are now in opt.params; a rebound array is only the part's new view of it), then a
-    new part per dtype for the others."""
+    identity, wherever they are now in opt.params; a rebound array is only the part's new view of it); the other
+    parameters of a dtype after those of a part with room for them, else in a new part (with room to spare for
+    the next ones where this is a re-layout)."""
     width = len(numba_adam.ROWS[opt._flat_kind])
     pos = {id(p): i for i, p in enumerate(opt.params)}
     placed = [False] * len(datas)
@@ -139,12 +149,19 @@ def _layout(opt, datas, used, old) -> list:
                 placed[i] = True
                 slots.append((i, a, shape, views))
         if slots:
-            kept = _Part(part.dtype, part.size, part.names, part.bufs, slots, datas, opt._group_of, width, part.fn)
-            parts.append(_grown(kept, opt, datas, used, width))
+            parts.append(_part(opt, datas, used, width, _base(part), slots))
     for dtype in numba_adam.DTYPES:
         rows = [i for i, d in enumerate(datas) if d.dtype == dtype and not placed[i]]
-        if rows:
-            parts.append(_Part.new(opt, dtype, rows, datas, used, width))
+        if not rows:
+            continue
+        need = sum(datas[i].size for i in rows)
+        room = [k for k, part in enumerate(parts) if part.dtype == dtype and part.size - part.end >= need]
+        if room:
+            parts[room[-1]] = _part(opt, datas, used, width, _base(parts[room[-1]]), parts[room[-1]].slots, rows)
+        else:
+            size = need + (SPARE if old is not None and old.parts else 0)
+            parts.append(_part(opt, datas, used, width, (dtype, size, 0, frozenset(), (np.zeros(0, dtype),) * 3,
+                                                         None), (), rows))
     return parts
 
 

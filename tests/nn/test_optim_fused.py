@@ -370,7 +370,7 @@ def test_held_entries_stay_the_state_across_add_param_group_twice_and_a_rebind(c
             _same(pa, oa, pb, ob)
             _still_held(oa, held)
             held = _held(oa)
-    assert len(oa._flat_state.parts) == 4  # float32 and float64 from the start, one per group added
+    assert len(oa._flat_state.parts) == 3  # float32 and float64 from the start; the groups added in one with room
     assert oa._flat_state.datas[0] is pa[0]._data
 
 
@@ -417,6 +417,23 @@ def test_p_data_of_another_shape_dtype_or_layout_leaves_the_others_held(monkeypa
     parts = oa._flat_state.parts
     assert len(parts) == 3 and parts[0].bufs[0] is buf and parts[0].rows == [0, 1, 4, 5, 6, 7, 8, 9]
     assert np.shares_memory(oa.state[2]["exp_avg"], parts[1].bufs[0]) and parts[2].dtype == np.float64
+
+
+def test_a_part_s_room_is_taken_after_what_it_gave_out():
+    _loaded()
+    ps = [nn.Parameter(np.ones(s, "float32")) for s in [(4,), (3, 5), (6,)]]
+    opt = optim.Adam(ps[:1], lr=0.1)
+    opt.step(_like(ps[:1], 0))
+    opt.add_param_group({"params": ps[1:]})  # a part with room to spare
+    opt.step(_like(ps, 1))
+    left = opt.state[2]["exp_avg"]  # the part's last parameter, which gets another shape
+    before = left.copy()
+    ps[2].data = tracer.tensor(np.ones(7, "float32"))
+    opt.state[2] = {}
+    opt.step(_like(ps, 2))
+    parts = opt._flat_state.parts
+    assert len(parts) == 2 and parts[1].rows == [1, 2] and np.shares_memory(opt.state[2]["exp_avg"], parts[1].bufs[0])
+    assert not np.shares_memory(opt.state[2]["exp_avg"], left) and np.array_equal(left, before)
 
 
 def test_amsgrad_switched_on_and_off_keeps_the_held_entries(monkeypatch):
