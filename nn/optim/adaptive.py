@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tracer.tensor import array_module_of
 
+from . import flat
 from .adam_family import _grad, _zeros
 from .groups import refuse_differentiable
 from .optimizers import Optimizer, _check_nonnegative
@@ -73,6 +74,7 @@ class Adagrad(Optimizer):
         refuse_differentiable(self, differentiable)
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, maximize=maximize))
+        flat.adopt(self)  # "sum" in the flat state's views from here on (a reference taken to it stays live)
 
     def _add_group(self, group, where):
         names = super()._add_group(group, where)

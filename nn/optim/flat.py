@@ -19,9 +19,10 @@ where it has room (a part made at a re-layout keeps SPARE elements of room, so t
 do not make a part, a numba call, each), else in a new part. Still replaced, where a re-layout cannot keep them:
 the entries of a parameter whose array changed shape or dtype (it leaves its part, whose space it had stays
 unused; its old entries no longer fit, so steps take the NumPy update, which raises or follows them, until
-they are replaced: opt.state[i] = {} starts them afresh in views of the new part), and an entry that was never
-a view (its values copied into one at the next step): one set before the first step (Adagrad's "sum" from the
-constructor), by the user or by load_state_dict.
+they are replaced: opt.state[i] = {} starts them afresh in views of the new part), and an entry the user set
+(its values copied into its view at the next step). Entries load_state_dict loads and those a constructor or
+add_param_group makes (Adagrad's "sum") are moved into their views at once (`adopt`), so a reference taken to
+them afterwards is the live state.
 
 The NumPy per-parameter update stays the fallback (numba absent or switched off, its tiered start still
 loading, a gradient not C-contiguous, CuPy, float16): it runs on the same views, and gives the same bits.
@@ -170,14 +171,10 @@ def update(opt, arrays: list) -> bool:
     into their views, same values) where the NumPy update must run."""
     if not numba_hook.ENABLED:
         return False
-    groups, flat = opt.param_groups, opt._flat_state
-    used = [opt._flat_names(g) for g in groups]
-    datas = [p._data for p in opt.params]
-    if flat is None or flat.used != used or len(datas) != len(flat.datas) or not all(map(operator.is_, flat.datas,
-                                                                                            datas)):
-        flat = opt._flat_state = Flat(opt, datas, used, flat)
+    flat = _current(opt)
     if not flat.ok:
         return False
+    groups = opt.param_groups
     ndarray, missing = np.ndarray, False
     for g in arrays:
         if g is None:
@@ -229,6 +226,35 @@ def update(opt, arrays: list) -> bool:
     return True
 
 
+def _current(opt) -> Flat:
+    """opt's flat state for its parameters' arrays and groups now (made again, keeping what fits, on a change)."""
+    flat = opt._flat_state
+    used = [opt._flat_names(g) for g in opt.param_groups]
+    datas = [p._data for p in opt.params]
+    if flat is None or flat.used != used or len(datas) != len(flat.datas) or not all(map(operator.is_, flat.datas,
+                                                                                            datas)):
+        flat = opt._flat_state = Flat(opt, datas, used, flat)
+    return flat
+
+
+def adopt(opt) -> None:
+    """Every state entry there is now (loaded by load_state_dict, made by a constructor: Adagrad's "sum") moved
+    into its view, its values copied, so that a reference taken to it from here on is the live state, as torch's
+    is. Entries that do not fit their view (another dtype or shape) stay, for the next step to decide."""
+    if not numba_hook.ENABLED or opt._flat_kind is None or not opt.params:
+        return
+    flat = _current(opt)
+    if not flat.ok:
+        return
+    for state, mine in zip(opt.state, flat.views, strict=True):
+        for name, view in (mine or {}).items():
+            cur = state.get(name)
+            if cur is not None and cur is not view and type(cur) is np.ndarray and cur.dtype == view.dtype \
+                    and cur.shape == view.shape:
+                np.copyto(view, cur)
+                state[name] = view
+
+
 def _sync(opt, flat, arrays) -> bool:
     """Every state entry of a parameter with a gradient is its view: a missing one is initialised there, one
     replaced since is copied into it. False where an entry cannot be taken (the NumPy update decides)."""
@@ -256,4 +282,4 @@ def _sync(opt, flat, arrays) -> bool:
     return True
 
 
-__all__ = ["Flat", "update"]
+__all__ = ["Flat", "adopt", "update"]

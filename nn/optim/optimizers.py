@@ -88,6 +88,7 @@ class Optimizer(ABC):
                             f"{type(param_group).__name__}")
         names = self._add_group(param_group, f"parameter group {len(self.param_groups)}")
         self.names = None if self.names is None or names is None else self.names + names
+        flat.adopt(self)  # state the new group's parameters start with (Adagrad's "sum") in the flat views
 
     def _add_group(self, group, where: str):
         cls = type(self).__name__

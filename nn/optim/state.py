@@ -16,6 +16,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from . import flat
+
 SCALARS = ("step", "mu_product")  # 0-d entries of a parameter's state (torch's float32 scalar tensors)
 TORCH_ONLY = ("foreach", "fused", "capturable", "differentiable")  # torch kernel choices, not options here
 
@@ -112,6 +114,7 @@ def load_state_dict(opt, sd: Mapping) -> None:
     opt.step_count = max([s for s in steps if s is not None], default=0)
     opt.skipped = [opt.step_count - (s if s is not None else 0) for s in steps]
     opt.state = new_state
+    flat.adopt(opt)  # the loaded entries into the flat state's views: a reference taken now stays live
 
 
 def _load_legacy(opt, sd: Mapping) -> None:

@@ -67,7 +67,8 @@ def _pair(cls, kw, dtype, groups=True, seed=0):
         params = [nn.Parameter(p) for p in _arrays(dtype, seed)]
         spec = [{"params": params[:4]}, {"params": params[4:], "lr": 0.03}] if groups else params
         made.append((params, cls(spec, **kw)))
-    made[1][1]._flat_kind = None  # the NumPy reference
+    made[1][1]._flat_kind = None  # the NumPy reference (Adagrad's constructor made its flat state: dropped)
+    made[1][1]._flat_state = None
     return made
 
 
@@ -506,3 +507,40 @@ def test_the_tiered_start_s_numpy_steps_make_the_views_a_held_entry_stays(cls, k
             _same(pa, oa, pb, ob)
             _still_held(oa, held)
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("cls,kw", CONFIGS, ids=IDS)
+def test_entries_held_after_load_state_dict_or_from_the_constructor_stay_live(cls, kw, monkeypatch):
+    """A reference taken right after load_state_dict (or to Adagrad's constructor-made "sum", or after
+    add_param_group) is the entry the fused steps update, as with torch; values as the NumPy update's."""
+    _loaded()
+    calls = _count_runs(monkeypatch)
+    (pa, oa), (pb, ob) = _pair(cls, kw, "float32")
+    for k in range(2):
+        grads = _grads("float32", k)
+        oa.step(grads)
+        ob.step(grads)
+    (qa, fresh_a), (qb, fresh_b) = _pair(cls, kw, "float32")
+    for q, p in zip(qa + qb, pa + pb, strict=True):
+        q._data[...] = p._data
+    fresh_a.load_state_dict(oa.state_dict())
+    fresh_b.load_state_dict(ob.state_dict())
+    held = _held(fresh_a)
+    extra = [nn.Parameter(np.full((3, 2), 0.5, "float32")), nn.Parameter(np.full(5, -1.0, "float32"))]
+    fresh_a.add_param_group({"params": [extra[0]]})
+    fresh_b.add_param_group({"params": [nn.Parameter(extra[0].numpy().copy())]})
+    held_extra = _held(fresh_a)[-1]  # Adagrad's "sum" exists from add_param_group on
+    before = len(calls)
+    for k in range(2, 4):
+        grads = _grads("float32", k) + [np.full((3, 2), 0.25, "float32")]
+        fresh_a.step(grads)
+        fresh_b.step(grads)
+    assert len(calls) > before  # the fused loop ran
+    _still_held(fresh_a, held)
+    for name, v in held_extra.items():
+        assert fresh_a.state[-1][name] is v, name
+    _same(qa + [extra[0]], fresh_a, qb + [fresh_b.params[-1]], fresh_b)
+    ada = optim.Adagrad([extra[1]], lr=0.1, initial_accumulator_value=0.5)
+    total = ada.state[0]["sum"]
+    ada.step([np.ones(5, "float32")])
+    assert ada.state[0]["sum"] is total and total[0] == 1.5
