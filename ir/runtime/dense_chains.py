@@ -1,4 +1,4 @@
-"""A dense layer's bias and relu, and relu's backward, each as one pass (NumPy executor).
+"""A dense layer's bias and relu (or residual), and relu's backward, each as one pass (NumPy executor).
 
 An MLP's hidden layer, `relu(add(matmul(x, w), b))`, runs as three bindings: the GEMM, the bias added in
 place, and the relu into an array of its own (two passes over the (M, N) result after the GEMM). Its VJP is
@@ -10,7 +10,15 @@ kernel evaluates it op by op:
 
 - `fused((x, w, b), expr="nn.relu(add(matmul(x0, x1), x2))")`: the GEMM into the binding's own (planned)
   storage, then bias and relu in one pass over it in place;
-- `fused((r, g), expr="where(less_equal(x0, const(0.0)), const(0.0), x1)")`: one branchless select.
+- `fused((r, g), expr="where(less_equal(x0, const(0.0)), const(0.0), x1)")`: one branchless select;
+- with RESIDUAL on, a projection plus residual `add(r, add(matmul(x, w), b))` (the GPT's attention and MLP
+  outputs; either order in each sum): `fused((x, w, b, r), expr="add(x3, add(matmul(x0, x1), x2))")`, the GEMM
+  into its storage, then out = r + (out + b) in one pass (two in-place adds before).
+
+Not made: the GPT's `nn.gelu(add(matmul(h, w), b))`: its sum is read three times (the GELU, the adjoint's
+recomputed GELU and the GELU's VJP), so no binding there can be fused away; and a loop of bias + numba's GELU
+(ir.runtime.numba_vjp's gelu_tanh, same formula and order) over rows was not bit-equal to that kernel's flat
+loop (an element in the scalar tail of a row vs the vector body: 1 in 72k differed by one ulp).
 
 `kernel(call)`, asked by ir.runtime.specialize for every `fused` binding, gives the kernel for those exprs:
 numba loops (the `fast` extra), or NumPy's where numba is not loaded or an operand is not C-contiguous: the
@@ -20,12 +28,14 @@ once it is ready: while numba loads, the loops are prepared and the executor mak
 the plain NumPy path the fused forms measured no faster than the specialized bindings (a planned relu, and
 where's branchless select into planned storage, ir.runtime.specialize), 1.01-1.04x the step's time.
 Values: the same bits as the replaced bindings (NaN, inf and -0.0 included: NumPy's maximum(-0.0, 0) is
-+0.0 and maximum(nan, 0) nan; x <= 0 is false for nan, so the gradient passes there as `where` says).
++0.0 and maximum(nan, 0) nan; x <= 0 is false for nan, so the gradient passes there as `where` says; a sum of
+two NaNs is the first operand's, as x86's add gives it: the residual's loop spells it out (`_add`), since LLVM
+may commute a sum's operands).
 
 Left as they are: bindings read elsewhere (the GEMM's or the sum's result, the mask), biases that are not
-one row of the last axis, dtypes other than float32/64, a fill that is not +0.0, and arrays of at most
-numba_emit.MAX_SIZE elements (a small function stays one whole-function numba program, which takes no
-`fused` binding; dispatch dominates such steps anyway).
+one row of the last axis, a residual of another type than the result, dtypes other than float32/64, a fill
+that is not +0.0, and arrays of at most numba_emit.MAX_SIZE elements (a small function stays one whole-function
+numba program, which takes no `fused` binding; dispatch dominates such steps anyway).
 """
 from __future__ import annotations
 
@@ -44,6 +54,10 @@ from .numba_emit import MAX_SIZE
 from .numba_threads import fork_safe, use_parallel
 
 ENABLED = True  # False: functions compiled from now on keep the three bindings (A/B, tests)
+# The residual form (below) is off: on the GPT (8 output projections + residual, (16, 64, 128) float32) the step
+# A/B measured 0.999-1.005 (per-round medians, 3 runs, 1 thread) though the pass itself is 2.1-2.6x faster
+# (saves ~25 us per projection of an ~85 ms step, below the noise). True: functions compiled from now on take it.
+RESIDUAL = False
 _FLOATS = ("float32", "float64")
 _INT_VIEW = {"float32": np.int32, "float64": np.int64}  # the select's integer view of the same width
 
@@ -82,7 +96,38 @@ def _match_forward(call, producer, uses):
     found = _private(call.args[0], producer, uses)
     if found is None or found[1].op != "add" or found[1].type != t or call.attrs or found[1].attrs:
         return None
-    ai, add = found
+    linear = _linear(found[1], t, producer, uses)
+    if linear is None:
+        return None
+    xs, inner, mm_index = linear
+    expr = Node("nn.relu", (inner,), {}).text()
+    return Call("fused", (Tuple(xs),), {"expr": expr}, t), (found[0], mm_index)
+
+
+def _match_residual(call, producer, uses):
+    """(fused call, interior binding indices) for add(r, add(matmul(x, w), b)) (either order in each sum, r of
+    the result's type: a residual stream), else None."""
+    t = call.type
+    if call.attrs:
+        return None
+    for j in (0, 1):
+        found = _private(call.args[j], producer, uses)
+        r = call.args[1 - j]
+        if found is None or found[1].op != "add" or found[1].type != t or found[1].attrs or r.type != t:
+            continue
+        linear = _linear(found[1], t, producer, uses)
+        if linear is None:
+            continue
+        (x, w, bias), inner, mm_index = linear
+        parts = (Leaf(3), inner) if j == 1 else (inner, Leaf(3))
+        expr = Node("add", parts, {}).text()
+        return Call("fused", (Tuple((x, w, bias, r)),), {"expr": expr}, t), (found[0], mm_index)
+    return None
+
+
+def _linear(add, t, producer, uses):
+    """((x, w, b), the sum as an expr of leaves 0-2, the matmul's binding index) for add = add(matmul(x, w), b)
+    (either order) with the product read only there and b one row of the last axis, else None."""
     for k in (0, 1):
         mm = _private(add.args[k], producer, uses)
         bias = add.args[1 - k]
@@ -94,8 +139,7 @@ def _match_forward(call, producer, uses):
             continue
         inner = Node("matmul", (Leaf(0), Leaf(1)), {})
         parts = (inner, Leaf(2)) if k == 0 else (Leaf(2), inner)
-        expr = Node("nn.relu", (Node("add", parts, {}),), {}).text()
-        return Call("fused", (Tuple((x, w, bias)),), {"expr": expr}, t), (ai, mm[0])
+        return (x, w, bias), Node("add", parts, {}), mm[0]
     return None
 
 
@@ -116,6 +160,9 @@ def _match_backward(call, producer, uses):
     return Call("fused", (Tuple((a, g)),), {"expr": expr}, t), (mi,)
 
 
+_MATCH = {"nn.relu": _match_forward, "where": _match_backward, "add": _match_residual}
+
+
 def rewrite(fn: Function) -> Function:
     """`fn` with each dense layer's bias + relu and each relu backward as one `fused` binding; `fn` itself when
     there is none (it is never modified)."""
@@ -123,18 +170,20 @@ def rewrite(fn: Function) -> Function:
         return fn
     bindings = fn.bindings
     candidates = [i for i, b in enumerate(bindings) if isinstance(b.value, Call)
-                  and b.value.op in ("nn.relu", "where") and isinstance(b.value.type, TensorType)
-                  and b.value.type.dtype in _FLOATS and _big(b.value.type)]
+                  and b.value.op in _MATCH and (RESIDUAL or b.value.op != "add")
+                  and isinstance(b.value.type, TensorType) and b.value.type.dtype in _FLOATS and _big(b.value.type)]
     if not candidates:
         return fn
     producer = {b.var: (i, b.value) for i, b in enumerate(bindings) if isinstance(b.value, Call)}
     uses = _use_counts(fn)
     found = {}  # binding index -> (its fused call, the interior bindings it takes)
+    taken = set()  # bindings a match replaces or drops: each in one match at most
     for i in candidates:
         call = bindings[i].value
-        match = (_match_forward if call.op == "nn.relu" else _match_backward)(call, producer, uses)
-        if match is not None:
+        match = _MATCH[call.op](call, producer, uses)
+        if match is not None and i not in taken and not taken.intersection(match[1]):
             found[i] = match
+            taken.update((i, *match[1]))
     if not found:
         return fn
     if not numba_hook.ready():  # numba loads in the background: its loops are prepared, the bindings stay for now
@@ -149,21 +198,33 @@ def rewrite(fn: Function) -> Function:
 # ---------------------------------------------------------------- the kernels of the two fused forms
 
 
+def _bias_first(add):
+    """Whether the bias comes first in add = add(matmul(x0, x1), x2) (either order); None for another tree."""
+    if not isinstance(add, Node) or add.op != "add" or add.attrs:
+        return None
+    for k in (0, 1):
+        mm, bias = add.args[k], add.args[1 - k]
+        if (isinstance(mm, Node) and mm.op == "matmul" and not mm.attrs and isinstance(bias, Leaf)
+                and bias.index == 2 and all(isinstance(a, Leaf) and a.index == n for n, a in enumerate(mm.args))):
+            return k == 1
+    return None
+
+
 def _form(expr: str):
-    """("linear_relu", the bias first in the sum) or ("relu_grad", threshold, dtype) for the exprs `rewrite`
-    makes, else None."""
+    """("linear_relu", the bias first in the sum), ("linear_residual", the bias first, the residual first) or
+    ("relu_grad", threshold, dtype) for the exprs `rewrite` makes, else None."""
     tree = parse_expr(expr)
     if not isinstance(tree, Node) or tree.attrs:
         return None
     if tree.op == "nn.relu":
-        add = tree.args[0]
-        if not isinstance(add, Node) or add.op != "add" or add.attrs:
-            return None
-        for k in (0, 1):
-            mm, bias = add.args[k], add.args[1 - k]
-            if (isinstance(mm, Node) and mm.op == "matmul" and not mm.attrs and isinstance(bias, Leaf)
-                    and bias.index == 2 and all(isinstance(a, Leaf) and a.index == n for n, a in enumerate(mm.args))):
-                return ("linear_relu", k == 1)
+        first = _bias_first(tree.args[0])
+        return None if first is None else ("linear_relu", first)
+    if tree.op == "add":
+        for j in (0, 1):
+            r, inner = tree.args[j], tree.args[1 - j]
+            first = _bias_first(inner)
+            if isinstance(r, Leaf) and r.index == 3 and first is not None:
+                return ("linear_residual", first, j == 0)
         return None
     if tree.op == "where" and len(tree.args) == 3:
         less, fill, g = tree.args
@@ -179,7 +240,7 @@ def kernel(call):
     """The kernel (`run(xs, out=None)`, takes planned storage) of a `fused` binding whose expr is one of
     `rewrite`'s forms on types it covers, else None."""
     expr = call.attrs.get("expr", "")
-    if not expr.startswith(("nn.relu(add(", "where(less_equal(x0")):
+    if not expr.startswith(("nn.relu(add(", "where(less_equal(x0", "add(x3, add(", "add(add(")):
         return None
     form = _form(expr)
     fields = getattr(call.args[0].type, "fields", None) if len(call.args) == 1 else None
@@ -188,16 +249,18 @@ def kernel(call):
             or not out.shape or 0 in out.shape or not all(isinstance(f, TensorType) for f in fields):
         return None
     dtype = np.dtype(out.dtype)
-    if form[0] == "linear_relu":
-        if len(fields) != 3:
+    if form[0] in ("linear_relu", "linear_residual"):
+        residual = form[0] == "linear_residual"
+        if len(fields) != 3 + residual or (residual and fields[3] != out):
             return None
-        x, w, b = fields
+        x, w, b = fields[:3]
         if (x.ndim < 2 or w.ndim != 2 or not _bias_row(b, out) or x.dtype != out.dtype or w.dtype != out.dtype
                 or out.shape != (*x.shape[:-1], w.shape[1]) or x.shape[-1] != w.shape[0]):
             return None
-        fast = _numba("bias_relu", dtype, math.prod(out.shape))
-        return _planned(functools.partial(_linear_relu, shape=out.shape, dtype=dtype, n=out.shape[-1],
-                                          rows=math.prod(out.shape[:-1]), first=form[1], fast=fast))
+        fast = _numba("bias_residual" if residual else "bias_relu", dtype, math.prod(out.shape))
+        return _planned(functools.partial(_linear_residual if residual else _linear_relu, shape=out.shape,
+                                          dtype=dtype, n=out.shape[-1], rows=math.prod(out.shape[:-1]),
+                                          first=form[1:], fast=fast))
     if len(fields) != 2 or any(f != out for f in fields) or form[2] != out.dtype:
         return None
     fast = _numba("relu_grad", dtype, math.prod(out.shape))
@@ -213,10 +276,8 @@ def _planned(fn):
     return fn
 
 
-def _linear_relu(xs, shape, dtype, n, rows, first, fast, out=None):
-    x, w, b = xs
-    if out is None:
-        out = np.empty(shape, dtype)
+def _gemm(x, w, out, rows, n):
+    """x @ w into out (made when None) and out as (rows, n)."""
     y = out.reshape(rows, n)
     if x.ndim == 2:
         np.matmul(x, w, out=out)
@@ -224,12 +285,36 @@ def _linear_relu(xs, shape, dtype, n, rows, first, fast, out=None):
         np.matmul(x.reshape(rows, -1), w, out=y)
     else:
         np.matmul(x, w, out=out)
+    return y
+
+
+def _linear_relu(xs, shape, dtype, n, rows, first, fast, out=None):
+    x, w, b = xs
+    if out is None:
+        out = np.empty(shape, dtype)
+    y = _gemm(x, w, out, rows, n)
     b = b.reshape(n)
     if fast is not None:
-        fast(y, np.ascontiguousarray(b), dtype.type(0), first)
+        fast(y, np.ascontiguousarray(b), dtype.type(0), first[0])
     else:
-        np.add(*((b, y) if first else (y, b)), out=y)
+        np.add(*((b, y) if first[0] else (y, b)), out=y)
         np.maximum(y, dtype.type(0), out=y)
+    return out
+
+
+def _linear_residual(xs, shape, dtype, n, rows, first, fast, out=None):
+    # out = r + (x @ w + b), each sum in the IR's operand order
+    x, w, b, r = xs
+    if out is None:
+        out = np.empty(shape, dtype)
+    y = _gemm(x, w, out, rows, n)
+    b = b.reshape(n)
+    bias_first, r_first = first
+    if fast is not None and r.flags.c_contiguous:
+        fast(y, np.ascontiguousarray(b), r.reshape(rows, n), bias_first, r_first)
+    else:
+        np.add(*((b, y) if bias_first else (y, b)), out=y)
+        np.add(*((r, out) if r_first else (out, r)), out=out)
     return out
 
 
@@ -249,7 +334,7 @@ def _relu_grad(xs, t, zero, flat, view, fast, out=None):
 
 # ---------------------------------------------------------------- numba (the fast extra)
 
-_SOURCE = '''"""Generated by ir.runtime.dense_chains: a dense layer's bias + relu in place, relu's backward."""
+_SOURCE = '''"""Generated by ir.runtime.dense_chains: bias + relu or + residual in place, relu's backward."""
 from numba import njit, prange
 
 
@@ -276,6 +361,42 @@ def _row(y, b, zero, first):
         for j in range(y.shape[0]):
             v = y[j] + b[j]
             y[j] = v if v > zero or v != v else zero
+
+
+@njit(cache=True, error_model="numpy")
+def bias_residual_serial(y, b, r, first, r_first):
+    for i in range(y.shape[0]):
+        _residual_row(y[i], b, r[i], first, r_first)
+
+
+@njit(cache=True, error_model="numpy", parallel=True)
+def bias_residual_parallel(y, b, r, first, r_first):
+    for i in prange(y.shape[0]):
+        _residual_row(y[i], b, r[i], first, r_first)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _residual_row(y, b, r, first, r_first):
+    # y = r + (y + b), both sums in the IR's operand order
+    if first and r_first:
+        for j in range(y.shape[0]):
+            y[j] = _add(r[j], _add(b[j], y[j]))
+    elif first:
+        for j in range(y.shape[0]):
+            y[j] = _add(_add(b[j], y[j]), r[j])
+    elif r_first:
+        for j in range(y.shape[0]):
+            y[j] = _add(r[j], _add(y[j], b[j]))
+    else:
+        for j in range(y.shape[0]):
+            y[j] = _add(_add(y[j], b[j]), r[j])
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _add(a, c):
+    # a + c as NumPy's add on x86: both NaN, the first operand's (quieted); LLVM may swap a sum's operands
+    s = a + c
+    return a + a if s != s and a != a else s
 
 
 @njit(cache=True, error_model="numpy")
@@ -318,6 +439,8 @@ def _load(name, dtype, size):
         run = getattr(m, f"{name}_{form}")
         if name == "bias_relu":
             run(z, np.zeros(1, dtype), t, False)
+        elif name == "bias_residual":
+            run(z, np.zeros(1, dtype), z, False, False)
         else:
             run(z, z, np.empty_like(z), t, t)
 

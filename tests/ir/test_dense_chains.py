@@ -1,5 +1,5 @@
-"""ir.runtime.dense_chains: a dense layer's bias + relu and relu's backward as one `fused` binding each, against
-the bindings they replace run by the generic kernels (Executor.specialize_kernels = False: no rewrite) and by the
+"""ir.runtime.dense_chains: a dense layer's bias + relu (or + residual) and relu's backward as one `fused` binding
+each, against the bindings they replace run by the generic kernels (Executor.specialize_kernels = False: no rewrite) and by the
 specialized ones without the rewrite (dense_chains.ENABLED = False), bit for bit: NaN, inf and -0.0 included,
 odd shapes, broadcast biases, float64, non-contiguous arguments, NumPy's path and numba's."""
 from __future__ import annotations
@@ -125,6 +125,8 @@ def test_linear_relu(dtype, x_shape, bias_shape, bias_first, path):
     w = rng.standard_normal((x_shape[-1], 301)).astype(dtype)
     b = _special(rng.standard_normal(bias_shape).astype(dtype), rng)
     x[..., 0, :] = 0.0  # pre-activation = the bias there: its -0.0 and +0.0 reach the relu as they are
+    x[..., 1, :] = np.nan  # a NaN product + the bias's -NaN: the first operand's payload
+    b.reshape(-1)[:5] = -np.nan
 
     def f(x, w, b):
         return tracer.relu(b + x @ w) if bias_first else tracer.relu(x @ w + b)
@@ -157,6 +159,84 @@ def test_linear_relu_left_alone():
         b = rng.standard_normal(bias_shape).astype("float32")
         mod = tracer.trace(fn, *(tracer.spec(a.shape, "float32") for a in (x, w, b)))
         assert _check(mod, "main", (x, w, b), fused=0).count("nn.relu") >= 1
+
+
+# ---------------------------------------------------------------- the residual form (dense_chains.RESIDUAL)
+
+
+@pytest.fixture
+def residual(monkeypatch):
+    monkeypatch.setattr(dense_chains, "RESIDUAL", True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("x_shape,bias_shape", [((300, 257), (301,)), ((2, 150, 257), (1, 301)),
+                                                ((3, 80, 33), (1, 1, 301))])
+@pytest.mark.parametrize("order", [(False, False), (False, True), (True, False), (True, True)])
+def test_linear_residual(dtype, x_shape, bias_shape, order, path, residual):
+    rng = np.random.default_rng(10)
+    bias_first, r_first = order
+    out_shape = (*x_shape[:-1], 301)
+    x = _special(rng.standard_normal(x_shape).astype(dtype), rng)
+    w = rng.standard_normal((x_shape[-1], 301)).astype(dtype)
+    b = _special(rng.standard_normal(bias_shape).astype(dtype), rng)
+    r = _special(rng.standard_normal(out_shape).astype(dtype), rng)
+    x[..., 0, :] = 0.0  # the product 0 there: the sums see the bias's and the residual's -0.0, NaN and inf as they are
+    r[..., 0, :5] = np.nan  # NaN + -NaN: the first operand's payload
+    b.reshape(-1)[:5] = -np.nan
+    r[..., 0, 5:10] = -0.0
+
+    def f(x, w, r, b):
+        h = b + x @ w if bias_first else x @ w + b
+        return r + h if r_first else h + r
+    mod = tracer.trace(f, *(tracer.spec(a.shape, dtype) for a in (x, w, r, b)))
+    exact = len(x_shape) == 2 or dtype == "float32"  # as test_linear_relu says
+    _check(mod, "main", (x, w, r, b), fused=1, exact_generic=exact)
+    rt = np.asfortranarray(r)  # a non-contiguous residual: NumPy's sums even with numba
+    xt = np.ascontiguousarray(np.swapaxes(x, -1, -2)).swapaxes(-1, -2)
+    _check(mod, "main", (xt, w, rt, b), fused=1, exact_generic=exact)
+
+
+def test_linear_residual_left_alone(residual):
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal((300, 257)).astype("float32"), rng.standard_normal((257, 301)).astype("float32")
+    r, b = rng.standard_normal((300, 301)).astype("float32"), rng.standard_normal(301).astype("float32")
+    cases = [
+        lambda x, w, r, b: _twice(x @ w + b, lambda h: r + h),  # the sum returned too
+        lambda x, w, r, b: _twice(x @ w, lambda m: r + (m + b)),  # the product returned too
+        lambda x, w, r, b: r[:1] + (x @ w + b),  # a broadcast residual
+        lambda x, w, r, b: (x @ w + r) + r,  # no bias row
+    ]
+    for fn in cases:
+        mod = tracer.trace(fn, *(tracer.spec(a.shape, "float32") for a in (x, w, r, b)))
+        assert _check(mod, "main", (x, w, r, b), fused=0).count("add") >= 2
+
+
+def test_residual_is_off_by_default():
+    rng = np.random.default_rng(16)
+    args = tuple(rng.standard_normal(s).astype("float32") for s in ((300, 257), (257, 301), (300, 301), (301,)))
+    mod = tracer.trace(lambda x, w, r, b: r + (x @ w + b), *(tracer.spec(a.shape, "float32") for a in args))
+    assert "fused" not in _run(mod, "main", args, "fused")[0]
+
+
+def test_gpt_block_adjoint_is_bit_equal(path, residual):
+    """A pre-LN block's projections plus residual (the GPT's): the adjoint fused and unfused, bit for bit."""
+    rng = np.random.default_rng(12)
+    d, batch = 64, (8, 131)  # each residual above numba_emit.MAX_SIZE elements
+    x = rng.standard_normal((*batch, d)).astype("float32")
+    params = [rng.standard_normal((d, 4 * d)).astype("float32") / 8, rng.standard_normal(4 * d).astype("float32"),
+              rng.standard_normal((4 * d, d)).astype("float32") / 16, rng.standard_normal(d).astype("float32")]
+
+    def loss(x, w1, b1, w2, b2):
+        h = x
+        for _ in range(2):
+            h = h + (tracer.relu(h @ w1 + b1) @ w2 + b2)
+        return (h * h).sum()
+    mod = Gradient("main", require_grads=None)(tracer.trace(loss, *(tracer.spec(a.shape, "float32")
+                                                                    for a in (x, *params))))
+    ops = _check(mod, "main_adjoint", (x, *params), fused=6)  # relu, its VJP, residual: 2 each
+    if numba_hook.ENABLED:
+        assert "matmul" in ops
 
 
 # ---------------------------------------------------------------- the backward form
@@ -209,7 +289,7 @@ def test_kernel_ignores_other_fused_exprs():
 
     t = TensorType((300, 301), "float32")
     xs = Tuple((Var("a", t), Var("b", t)))
-    for expr in ("add(x0, x1)", "where(less_equal(x1, const(0.0, 'float32')), const(0.0, 'float32'), x0)",
+    for expr in ("add(x0, x1)", "add(x3, add(matmul(x0, x1), x0))", "add(add(matmul(x0, x1), x2), x1)", "where(less_equal(x1, const(0.0, 'float32')), const(0.0, 'float32'), x0)",
                  "where(less_equal(x0, const(0.0, 'float32')), const(1.0, 'float32'), x1)",
                  "nn.relu(add(matmul(x1, x0), x0))"):
         assert dense_chains.kernel(Call("fused", (xs,), {"expr": expr}, t)) is None
@@ -288,7 +368,8 @@ def test_numpy_kernels_equal_the_reference(dtype, monkeypatch):
     b, g = _special(rng.standard_normal(301).astype(dtype), rng), _special(rng.standard_normal((300, 301)).astype(dtype), rng)
     z = f"const(0.0, '{dtype}')"
     for expr, xs in ((f"where(less_equal(x0, {z}), {z}, x1)", (_special(x @ w, rng), g)),
-                     ("nn.relu(add(matmul(x0, x1), x2))", (x, w, b)), ("nn.relu(add(x2, matmul(x0, x1)))", (x, w, b))):
+                     ("nn.relu(add(matmul(x0, x1), x2))", (x, w, b)), ("nn.relu(add(x2, matmul(x0, x1)))", (x, w, b)),
+                     ("add(x3, add(matmul(x0, x1), x2))", (x, w, b, g)), ("add(add(x2, matmul(x0, x1)), x3)", (x, w, b, g))):
         call = Call("fused", (Tuple(tuple(Var(f"v{k}", TensorType(a.shape, dtype)) for k, a in enumerate(xs))),),
                     {"expr": expr}, TensorType((300, 301), dtype))
         run = dense_chains.kernel(call)
