@@ -239,6 +239,24 @@ def test_gpt_block_adjoint_is_bit_equal(path, residual):
         assert "matmul" in ops
 
 
+def test_gelu_block_adjoint_keeps_the_pre_activation(path, residual):
+    """The GPT's MLP: the GELU's VJP and the recomputed GELU read the sum, so gelu(add(matmul)) stays; the
+    residual fuses, and the adjoint is bit-equal to the unfused one."""
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((8, 131, 64)).astype("float32")
+    params = [rng.standard_normal((64, 256)).astype("float32") / 8, rng.standard_normal(256).astype("float32"),
+              rng.standard_normal((256, 64)).astype("float32") / 16, rng.standard_normal(64).astype("float32")]
+
+    def loss(x, w1, b1, w2, b2):
+        return ((x + (tracer.gelu(x @ w1 + b1, approximate="tanh") @ w2 + b2)) ** 2).sum()
+    mod = Gradient("main", require_grads=None)(tracer.trace(loss, *(tracer.spec(a.shape, "float32")
+                                                                    for a in (x, *params))))
+    ops, got = _run(mod, "main_adjoint", (x, *params), "fused")
+    unfused_ops, plain = _run(mod, "main_adjoint", (x, *params), "unfused")
+    _same(got, plain)
+    assert "nn.gelu" in ops and ops.count("matmul") == unfused_ops.count("matmul") - numba_hook.ENABLED
+
+
 # ---------------------------------------------------------------- the backward form
 
 
