@@ -353,7 +353,7 @@ class CompiledFunction:
         program made the results (each an allocation of the call's own that no other result is on); any other
         state takes __call__, fresh False."""
         direct = self.direct
-        if direct is None or self._tiered or self.observer is not None or anomaly.enabled:
+        if direct is None or self._tiered or self.observer is not None or self.check_types or anomaly.enabled:
             return self(*args), False
         peak = self._peaks.get(_OWN)
         if peak is None:
