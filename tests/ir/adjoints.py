@@ -1,4 +1,6 @@
-"""Helpers of the optimize() pass tests: a cleaned-up adjoint of a traced function, and its op names."""
+"""Helpers of the optimize() pass and kernel tests: a cleaned-up adjoint of a traced function, and its op names."""
+import numpy as np
+
 import ir
 import tracer
 from autodiff import Gradient
@@ -14,3 +16,17 @@ def adjoint(fn, *args) -> ir.IRModule:
     mod = tracer.trace(fn, *args)
     params = [p for p in mod["main"].params if p.type.is_float]
     return ir.transform.Unfuse()(ir.transform.cleanup()(Gradient("main", require_grads=params)(mod)))
+
+
+def weighted_adjoint(fn, ins, rng) -> ir.IRModule:
+    """The cleaned-up adjoint module of sum(fn(*ins) * r), r drawn once from `rng`: every input's gradient is
+    non-trivial."""
+    out_shape = np.shape(fn(*[tracer.tensor(a) for a in ins]).numpy())
+    r = rng.standard_normal(out_shape)
+
+    def loss(*xs):
+        y = fn(*xs)
+        return (y * tracer.tensor(r.astype(y.dtype))).sum()
+    mod = tracer.trace(loss, *ins)
+    params = [p for p in mod["main"].params if p.type.is_float]
+    return ir.transform.cleanup()(Gradient("main", require_grads=params)(mod))

@@ -7,8 +7,8 @@ import pytest
 import autodiff
 import ir
 import tracer
-from autodiff import Gradient
 from ir.ops.fused import evaluate_unfused
+from tests.ir.adjoints import weighted_adjoint
 from tracer.nn_functions import apply
 
 numba = pytest.importorskip("numba")
@@ -25,16 +25,7 @@ def _small_arrays_too(monkeypatch):
 
 
 def _adjoint(fn, ins):
-    """The cleaned-up adjoint module of sum(fn(*ins) * r), r fixed: every input's gradient is non-trivial."""
-    out_shape = np.shape(fn(*[tracer.tensor(a) for a in ins]).numpy())
-    r = RNG.standard_normal(out_shape)
-
-    def loss(*xs):
-        y = fn(*xs)
-        return (y * tracer.tensor(r.astype(y.dtype))).sum()
-    mod = tracer.trace(loss, *ins)
-    params = [p for p in mod["main"].params if p.type.is_float]
-    return ir.transform.cleanup()(Gradient("main", require_grads=params)(mod))
+    return weighted_adjoint(fn, ins, RNG)
 
 
 def _run(mod, ins, specialize=True):
