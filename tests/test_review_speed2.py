@@ -120,9 +120,11 @@ def test_numpy_scalar_lr_from_a_scheduler_gives_the_float_lr_s_bits(cls):
 
 
 @pytest.mark.parametrize("cls, name", [(optim.AdamW, "weight_decay"), (optim.RMSprop, "weight_decay"),
-                                       (optim.Adagrad, "eps"), (optim.Adadelta, "eps")])
+                                       (optim.Adagrad, "eps"), (optim.Adadelta, "eps"), (optim.RMSprop, "eps"),
+                                       (optim.SGD, "momentum")])
 def test_numpy_scalar_option_gives_the_float_option_s_bits(cls, name):
-    """Options other than lr written into a group as NumPy scalars: as lr (fixed by c12f519 in Optimizer.step)."""
+    """Options other than lr written into a group as NumPy scalars: as lr (fixed by c12f519 in Optimizer.step),
+    kept as Python floats, on the NumPy update and the flat loop alike."""
     rng = np.random.default_rng(2)
     init = rng.standard_normal((5, 7)).astype("float32")
     grads = [rng.standard_normal((5, 7)).astype("float32") for _ in range(4)]
@@ -136,6 +138,7 @@ def test_numpy_scalar_option_gives_the_float_option_s_bits(cls, name):
             opt.param_groups[0][name] = value
             for g in grads:
                 opt.step([g])
+            assert type(opt.param_groups[0][name]) is float
             got.append(p.numpy().tobytes())
     assert len(set(got)) == 1
 

@@ -50,25 +50,3 @@ def test_other_dtype_and_wrong_shape_take_the_loop():
     with pytest.raises(ValueError, match="got 2 gradients"):
         opt.step([tracer.tensor(g) for g in grads[:2]])
     opt.step([tracer.tensor(grads[0]), None, nn.Parameter(grads[2])])  # None and a Parameter: the loop's rules
-
-
-@pytest.mark.parametrize("cls, name", [(optim.AdamW, "weight_decay"), (optim.RMSprop, "eps"), (optim.SGD, "momentum")])
-def test_numpy_scalar_options_are_taken_as_floats(cls, name):
-    """An option written into a group as a NumPy scalar (no weak scalar: float32 updates would run in float64)
-    gives the float option's bits, on the NumPy update and the flat loop alike."""
-    rng = np.random.default_rng(2)
-    init = rng.standard_normal((5, 7)).astype("float32")
-    grads = [rng.standard_normal((5, 7)).astype("float32") for _ in range(3)]
-    got = []
-    for value in (0.01, np.float64(0.01)):
-        for flat in (False, True):
-            p = nn.Parameter(init.copy())
-            opt = cls([p], lr=0.1)
-            if not flat:
-                opt._flat_kind = None
-            opt.param_groups[0][name] = value
-            for g in grads:
-                opt.step([g])
-            assert type(opt.param_groups[0][name]) is float
-            got.append(p._data.tobytes())
-    assert len(set(got)) == 1
