@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from .buckets import on_gpu
 
@@ -15,6 +16,7 @@ from .buckets import on_gpu
 _SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 _LOCAL_RANK_VARIABLES = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK")
 BACKENDS = ("mpi", "nccl", "single")
+ABORT_GRACE_S = 0.5  # how long an uncaught exception's report gets to reach mpiexec before MPI_Abort
 
 
 def launched_size() -> int | None:
@@ -113,6 +115,10 @@ def abort_on_uncaught_exception(host) -> None:
             previous(kind, value, tb)
             sys.stdout.flush()
             sys.stderr.flush()
+            # mpiexec's proxy forwards what a process wrote and handles its MPI_Abort as separate events: an
+            # abort handled first ends the job with the message and traceback still unread in the pipe (seen
+            # on a loaded machine: the job ended with empty output). A moment for the proxy to read them.
+            time.sleep(ABORT_GRACE_S)
         finally:
             host.abort(1)
 
