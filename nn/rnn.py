@@ -176,9 +176,12 @@ class _RNNBase(Module):
     def _run(self, x, w, h, c, masks, reverse: bool):
         """One layer in one direction over x (T, B, I): the outputs (T, B, H), the final h and c."""
         T, B = x.shape[0], x.shape[1]
-        xi = F.linear(tracer.reshape(x, (T * B, x.shape[2])), w["weight_ih"], w["bias_ih"])
-        if w["bias_hh"] is not None and self.mode != "GRU":
-            xi = xi + w["bias_hh"]  # added once for every step (GRU keeps b_hn inside r * (...))
+        bias = w["bias_ih"]
+        if w["bias_hh"] is not None and self.mode != "GRU":  # GRU keeps b_hn inside r * (...)
+            bias = bias + w["bias_hh"]  # both biases in one add over the (T * B, gates) projection
+        xi = F.linear(tracer.reshape(x, (T * B, x.shape[2])), w["weight_ih"], bias)
+        # split as (T, B, gates): the adjoint's concat of the (1, B, gates) step gradients is the one that
+        # ir.transform.matmul_merge finds again for W_hh's gradient (a 2-D split's concat it would make twice)
         steps = tracer.split(tracer.reshape(xi, (T, B, xi.shape[1])), T, axis=0) if T > 1 else [xi]
         w_hh, w_hr = _transposed(w["weight_hh"]), None if w["weight_hr"] is None else _transposed(w["weight_hr"])
         outputs = [None] * T
@@ -201,7 +204,9 @@ class _RNNBase(Module):
                 h = tracer.where(m, new_h, h)
                 c = None if new_c is None else tracer.where(m, new_c, c)
                 outputs[t] = tracer.where(m, new_h, 0.0)
-        return tracer.stack(outputs, axis=0), h, c
+        # the outputs joined along axis 0 of (T * B, H), not stacked: the adjoint's pieces need no reshape each
+        out = tracer.concat(outputs, axis=0) if T > 1 else outputs[0]
+        return tracer.reshape(out, (T, B, out.shape[1])), h, c
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
