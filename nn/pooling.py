@@ -60,7 +60,7 @@ def geometry(fn: str, x: Tensor, kernel_size, stride, padding, dilation, ceil_mo
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """torch.nn.functional.max_pool2d's windows, ceil_mode included; return_indices adds torch's int64 indices
-    (row * W + column of each window's first maximum in its plane)."""
+    (row * W + column in its plane of each window's first maximum, or its last NaN, as torch's)."""
     x = tracer.tensor(x) if not isinstance(x, Tensor) else x
     attrs = geometry("max_pool2d", x, kernel_size, stride, padding, dilation, bool(ceil_mode))
     attrs.pop("out")
@@ -138,20 +138,32 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
     return y * ratio  # sum / want, from the IR's sum / ir_div
 
 
+def _torch_pick(g: Tensor, positions: Tensor) -> Tensor:
+    """The tap torch's max pooling takes along g's last axis (`val > max or isnan(val)`): the first maximum, the
+    last NaN where there is one; `positions` numbers the taps 1..width (int64, 0 for a tap never to pick)."""
+    nan_at = tracer.astype(tracer.isnan(g), "int64") * positions  # the last NaN has the largest
+    last_nan = tracer.argmax(nan_at, axis=-1)
+    return tracer.where(tracer.max(nan_at, axis=-1) > 0, last_nan, tracer.argmax(g, axis=-1))
+
+
 def adaptive_max_pool(fn: str, x, output_size, nd: int, return_indices: bool):
     """torch's adaptive max pooling over the last nd axes: each axis's windows (torch's start/end rule, sizes
     differing by one when the output does not divide the input) gathered to the widest window's size, the
-    narrower ones repeating their first tap (a repeat cannot change a max, and its gradient share goes back to
-    the same element), then one max over the gathered taps. Indices: torch's flat index in the plane."""
+    narrower ones repeating their first tap (a repeat after the first cannot be torch's pick), then the tap torch
+    picks (its first maximum, its last NaN) read from the gathered taps, so the gradient goes to it alone, as
+    torch's (a max reduction's would split between ties). Indices: torch's flat index in the plane."""
     x = tracer.tensor(x) if not isinstance(x, Tensor) else x
     out = adaptive_sizes(fn, x, output_size, nd)
     spatial = x.shape[-nd:]
     lead = x.shape[:-nd]
-    taps, g = [], x
+    taps, real, g = [], np.ones((), bool), x
     for i in range(nd):
         start, end = adaptive_bounds(spatial[i], out[i])
         width = int((end - start).max())
         tap = start[:, None] + np.arange(width)[None, :]
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = out[i], width
+        real = real & (tap < end[:, None]).reshape(shape)  # (*out, *widths): the taps that are no repeat
         tap = np.where(tap < end[:, None], tap, start[:, None])  # (out, width)
         taps.append(tap)
         g = tracer.take(g, constant(tap.reshape(-1), x), axis=len(lead) + i)
@@ -159,8 +171,11 @@ def adaptive_max_pool(fn: str, x, output_size, nd: int, return_indices: bool):
     g = tracer.reshape(g, lead + tuple(d for i in range(nd) for d in (out[i], widths[i])))
     k = len(lead)
     g = tracer.permute_dims(g, list(range(k)) + [k + 2 * i for i in range(nd)] + [k + 2 * i + 1 for i in range(nd)])
-    g = tracer.reshape(g, lead + tuple(out) + (int(np.prod(widths)),))
-    values = tracer.max(g, axis=-1)
+    width = int(np.prod(widths))
+    g = tracer.reshape(g, lead + tuple(out) + (width,))
+    positions = (np.arange(1, width + 1) * real.reshape(tuple(out) + (width,))).astype(np.int64)  # repeats: 0
+    pick = _torch_pick(g, constant(positions, x))
+    values = tracer.squeeze(tracer.take_along_dim(g, tracer.expand_dims(pick, -1), dim=-1), -1)
     if not return_indices:
         return values
     flat = np.zeros(tuple(out) + tuple(widths), dtype=np.int64)  # the plane index of every gathered tap
@@ -170,7 +185,7 @@ def adaptive_max_pool(fn: str, x, output_size, nd: int, return_indices: bool):
         shape[i], shape[nd + i] = out[i], widths[i]
         flat = flat + (taps[i].reshape(shape) * stride)
     flat = flat.reshape(tuple(out) + (-1,))
-    which = tracer.expand_dims(tracer.argmax(g, axis=-1), -1) == constant(np.arange(flat.shape[-1]), x)
+    which = tracer.expand_dims(pick, -1) == constant(np.arange(flat.shape[-1]), x)
     return values, tracer.sum(tracer.astype(which, "int64") * constant(flat, x), axis=-1)
 
 

@@ -69,7 +69,7 @@ def grad_conv2d_weight_backward_vjp(b, call, out, g):
 @register_vjp("nn.max_pool2d")
 def nn_max_pool2d_vjp(b, call, out, g):
     """Forward: y = max over each window of data
-    Backward: ddata = max_pool2d_backward(g, data): g to the first maximum of each window"""
+    Backward: ddata = max_pool2d_backward(g, data): g to the first maximum of each window (its last NaN)"""
     (data,) = call.args
     return [b.call("grad.max_pool2d_backward", g, data, **_attrs(call, _POOL))]
 

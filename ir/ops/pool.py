@@ -4,7 +4,8 @@ Shapes follow Relax (TVM 0.27, which agrees with PyTorch): ceil_mode=True rounds
 less a last window that would start in the bottom/right padding; the windows it adds read past the
 padded input (as extra padding that no average counts). avg_pool2d divides by the taps that read the
 input and its padding (count_include_pad=True, PyTorch's default) or the input alone (False). max_pool2d
-pads with -inf, and its gradient goes to the first maximum of each window (row-major), as PyTorch's.
+pads with -inf, and its gradient goes to the tap PyTorch's picks (see _argmax): the first maximum of each
+window (row-major), its last NaN if it holds one.
 A window that would read padding alone is refused when the op is built (see pool2d_shape).
 """
 from __future__ import annotations
@@ -55,9 +56,24 @@ def _avg_pool2d(xp, data, pool_size, strides, padding, dilation, ceil_mode, coun
 
 
 def _argmax(xp, data, pool_size, strides, padding, dilation, ceil_mode):
-    """Flat index (i * kw + j) of the first maximum of each window, shape (N, C, Ho, Wo)."""
+    """Flat index (i * kw + j) of the tap torch's max pooling picks in each window, shape (N, C, Ho, Wo): the first
+    maximum (row-major), the last NaN where the window holds one (torch takes a tap when `val > max or
+    isnan(val)`), the first tap inside the input where every tap is -inf (torch starts from that tap and never
+    reads the padding)."""
+    k = pool_size[0] * pool_size[1]
     win = _data_windows(xp, data, pool_size, strides, padding, dilation, ceil_mode, -xp.inf)
-    return win.reshape(win.shape[:4] + (pool_size[0] * pool_size[1],)).argmax(axis=-1)  # never -1: N may be 0
+    flat = win.reshape(win.shape[:4] + (k,))
+    am = flat.argmax(axis=-1)  # never -1: N may be 0
+    nan = xp.isnan(flat)
+    if nan.any():
+        am = xp.where(nan.any(axis=-1), k - 1 - nan[..., ::-1].argmax(axis=-1), am)
+    out_hw, pad = _geometry(data.shape[2:], pool_size, strides, padding, dilation, ceil_mode)
+    if any(pad):  # an all -inf window: argmax's first tap may be padding
+        inside = _windows(xp, _pad(xp, xp.ones((1, 1) + data.shape[2:], bool), pad, False), pool_size, strides,
+                          dilation, out_hw).reshape(out_hw + (k,)).argmax(axis=-1)
+        picked = xp.take_along_axis(flat, am[..., None], axis=-1)[..., 0]
+        am = xp.where(picked == -xp.inf, inside, am)
+    return am
 
 
 def _scatter(xp, cols, in_shape, pool_size, strides, padding, dilation, ceil_mode):
@@ -127,8 +143,8 @@ def _infer_max_indices(op, types, pool_size, strides, padding, dilation, ceil_mo
 
 
 def _max_pool2d_indices(xp, data, pool_size, strides, padding, dilation, ceil_mode):
-    """torch's return_indices: the flat index (row * W + column) in its (H, W) plane of each window's first
-    maximum, int64 of the pooled shape."""
+    """torch's return_indices: the flat index (row * W + column) in its (H, W) plane of the tap _argmax picks in
+    each window (its first maximum, its last NaN), int64 of the pooled shape."""
     am = _argmax(xp, data, pool_size, strides, padding, dilation, ceil_mode)
     ho, wo = am.shape[2:]
     a, b = am // pool_size[1], am % pool_size[1]

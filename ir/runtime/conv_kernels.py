@@ -9,7 +9,7 @@ in 18 ms against the reference's 43 (one (N*Ho*Wo, K) im2col and a transpose) an
 loops (the inner loop vectorised) took 59 ms, far from BLAS, so there is no numba path here.
 
 Max pooling takes the maximum of kh*kw strided slices instead of reducing a 6-d window view (44 ms -> 1.8 ms
-on (64, 64, 24, 24)); its backward finds each window's first maximum (row-major, NaN first, as argmax) by the
+on (64, 64, 24, 24)); its backward finds each window's first maximum (row-major; its last NaN, as torch) by the
 same slices and adds the output gradient back slice by slice; where the windows tile the input (stride =
 window, mnist's 2x2), each slice's gradient is written into its place of dx instead (14.8 -> 7 ms on the
 (64, 64, 24, 24) pool above).
@@ -266,7 +266,8 @@ def _copied(out, a):
 
 
 def max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil_mode, out=None, work=None):
-    """grad.max_pool2d_backward: g to each window's first maximum (row-major; a NaN first, as argmax)."""
+    """grad.max_pool2d_backward: g to each window's first maximum (row-major; its last NaN, an all -inf window's
+    first tap inside the input: ir.ops.pool._argmax's pick, torch's)."""
     if xp is not np:
         return _REFERENCE["grad.max_pool2d_backward"](xp, g, data, pool_size, strides, padding, dilation,
                                                       ceil_mode)
@@ -275,22 +276,46 @@ def max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil
         dx = _numba_pool_backward(g, data, pool_size, False, out)
         return _tiled_max_backward(g, data, pool_size, out_hw, out=out, work=work) if dx is None else dx
     best = max_pool2d(xp, data, pool_size, strides, padding, dilation, ceil_mode)
-    nan = np.isnan(best)
-    nan = nan if nan.any() else None
+    taps = [xpad[(slice(None), slice(None)) + _tap(i, j, strides, dilation, out_hw)]
+            for i in range(pool_size[0]) for j in range(pool_size[1])]
+    nan_hits = _last_nans(taps, best)
+    inside = _inside(data.shape[2:], pool_size, strides, dilation, out_hw, pad) if any(pad) else None
     taken, hit = np.zeros(best.shape, bool), np.empty(best.shape, bool)
     dx = np.zeros(xpad.shape, g.dtype)
-    for i in range(pool_size[0]):
-        for j in range(pool_size[1]):
-            where = (slice(None), slice(None)) + _tap(i, j, strides, dilation, out_hw)
-            tap = xpad[where]
-            np.equal(tap, best, out=hit)
-            if nan is not None:  # a window's maximum is NaN: its first NaN takes the gradient, as argmax
-                hit |= nan & np.isnan(tap)
-            hit &= ~taken
-            taken |= hit
-            dx[where] += g * hit
+    for k, tap in enumerate(taps):
+        np.equal(tap, best, out=hit)  # never for a NaN maximum
+        if inside is not None:  # an all -inf window's first tap inside the input, as torch's (never the padding)
+            hit &= inside[k]
+        if nan_hits is not None:
+            hit |= nan_hits[k]
+        hit &= ~taken
+        taken |= hit
+        dx[(slice(None), slice(None)) + _tap(k // pool_size[1], k % pool_size[1], strides, dilation, out_hw)] += \
+            g * hit
     h, w = data.shape[2:]
     return dx[:, :, pad[0]:pad[0] + h, pad[1]:pad[1] + w]
+
+
+def _last_nans(taps, best):
+    """Per tap, where it is its window's last NaN (torch's pick in a window that holds a NaN, ir.ops.pool._argmax),
+    or None where no maximum is NaN."""
+    nan = np.isnan(best)
+    if not nan.any():
+        return None
+    later, hits = np.zeros(best.shape, bool), [None] * len(taps)
+    for k in range(len(taps) - 1, -1, -1):
+        isnan = np.isnan(taps[k])
+        hits[k] = isnan & ~later
+        later |= isnan
+    return hits
+
+
+def _inside(in_hw, pool_size, strides, dilation, out_hw, pad):
+    """Per tap, (Ho, Wo): whether it reads the input rather than its padding."""
+    rows, columns = (np.arange(out_hw[a])[:, None] * strides[a] + np.arange(pool_size[a])[None, :] * dilation[a]
+                     - pad[a] for a in range(2))
+    rows, columns = (rows >= 0) & (rows < in_hw[0]), (columns >= 0) & (columns < in_hw[1])
+    return [rows[:, i, None] & columns[None, :, j] for i in range(pool_size[0]) for j in range(pool_size[1])]
 
 
 def relu_max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil_mode, out=None,
@@ -349,7 +374,7 @@ def _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=False, o
     for where in taps[1:]:
         np.maximum(best, data[where], out=best)
     nan = np.isnan(best, out=nan)
-    nan = nan if nan.any() else None
+    nan_hits = _last_nans([data[where] for where in taps], best) if nan.any() else None
     hit = np.empty(best.shape, bool) if hit is None else hit
     first = True  # free: windows whose maximum is not found yet (all of them before the first tap)
     if nonpositive_to_zero and keep is None:
@@ -357,8 +382,8 @@ def _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=False, o
     for k, where in enumerate(taps):
         tap = data[where]
         np.equal(tap, best, out=hit)
-        if nan is not None:  # a window's maximum is NaN: its first NaN takes the gradient, as argmax
-            hit |= nan & np.isnan(tap)
+        if nan_hits is not None:  # a window's maximum is NaN: its last NaN takes the gradient, as torch's
+            hit |= nan_hits[k]
         if not first:
             hit &= free
         if k + 1 < len(taps):  # free and not hit: free > hit, for bools
@@ -366,7 +391,7 @@ def _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=False, o
         first = False
         if nonpositive_to_zero:  # not (tap <= 0): tap > 0, or NaN
             np.greater(tap, 0, out=keep)
-            if nan is not None:
+            if nan_hits is not None:
                 keep |= np.isnan(tap)
             hit &= keep
         np.multiply(g, hit, out=dx[where])

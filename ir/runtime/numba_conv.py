@@ -61,7 +61,7 @@ _POOL = '''
 @njit(cache=True, error_model="numpy")
 def {name}(dx, g, data, zero):
     # 2x2 windows tiling data exactly (stride 2), as (R, 2, Wo, 2) views of dx and data, g (R, Wo): each window's
-    # first maximum (row-major, a NaN first, as argmax) gets zero + g, its other taps zero + g * zero (NaN for a
+    # first maximum (row-major; its last NaN, as torch) gets zero + g, its other taps zero + g * zero (NaN for a
     # NaN or inf g), as the reference's scatter of g * one_hot into zeros{relu_doc}
     rows, wo = g.shape
     for r in range(rows):
@@ -74,12 +74,12 @@ def {name}(dx, g, data, zero):
                 t2 = a2 > m
                 m = a2 if t2 else m
                 t3 = a3 > m
-            else:  # a NaN takes the window from any number before it, and nothing takes it from a NaN
-                t1 = (a1 > a0) | ((a1 != a1) & (a0 == a0))
+            else:  # torch's `val > max or isnan(val)`: each NaN takes the window, so the last NaN keeps it
+                t1 = (a1 > a0) | (a1 != a1)
                 m = a1 if t1 else a0
-                t2 = (a2 > m) | ((a2 != a2) & (m == m))
+                t2 = (a2 > m) | (a2 != a2)
                 m = a2 if t2 else m
-                t3 = (a3 > m) | ((a3 != a3) & (m == m))
+                t3 = (a3 > m) | (a3 != a3)
             gv = grow[ox]
             hit, miss = zero + gv, zero + gv * zero
             v0 = hit if not (t1 | t2 | t3) else miss
