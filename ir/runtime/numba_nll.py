@@ -15,7 +15,8 @@ ir.runtime.specialize for every `fused` binding, gives their numba kernels, each
   grad.nll_loss_backward makes it (-g * valid / count), and at the target c * (sum of the other exps) / s,
   without the cancellation of c - p * c where p is near 1.
 
-Values: within 1e-6 relative of the chain in float64 (exp is numba_composite's float32-accurate polynomial);
+Values: within 1e-6 relative of the chain in float64 (exp is ir.runtime.numba_rnn's float32 exp, within 2e-7,
+of the exact difference z - max: float32 arithmetic on sixteen lanes; exps below exp(-87) are +0);
 NaN where the chain gives NaN (a NaN or +inf in a row, an all -inf row, a non-finite g), ignored rows (+0.0, or
 NaN for a NaN row) and the loss of all-ignored targets (NaN for "mean") as the chain's. Out-of-range targets
 raise nll_loss's IndexError. Left as they are: float64 (NumPy's exp is exact to the last bit), other shapes
@@ -322,13 +323,17 @@ def row_max(a):
 
 @njit(inline="always", error_model="numpy", fastmath={"contract"})
 def row_exps(x, row):
-    # row[j] = exp(x[j] - max) in float32; the max as float64 (a NaN makes its exp, so the row's sum, NaN)
-    md = np.float64(row_max(x))
+    # row[j] = exp(x[j] - max) in float32 arithmetic (sixteen lanes): the difference as its float32 sum d and the
+    # remainder of that rounding (TwoSum), so exp sees x[j] - max exactly, as a float64 difference would give it;
+    # the max as float64 (a NaN makes its exp, so the row's sum, NaN; an -inf element's exp is +0)
+    m = row_max(x)
+    mn = -m
     for j in range(x.shape[0]):
-        d = np.float64(x[j]) - md
-        d = -160.0 if d < -160.0 else d
-        row[j] = np.float32(exp_f32(d))
-    return md
+        a = x[j]
+        d = a + mn
+        bb = d - a
+        row[j] = exp_neg32_plus(d, (a - (d - bb)) + (mn - bb))
+    return np.float64(m)
 '''
 
 _ROWS = '''
@@ -386,17 +391,17 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from {package}.numba_math import _LN2, _LOG2E, _ROUND, _ROUND_BITS, _bits_to_float64, _float64_to_bits
 '''
 
 
 @functools.cache
 def _module():
-    from .numba_composite import EXP_F32, ROW_SUMS
+    from .numba_composite import ROW_SUMS
     from .numba_gen import load
+    from .numba_rnn import MATH_F32
     body = "".join(_ROWS.format(name=name, loop=loop, extra=extra)
                    for name, loop, extra in (("serial", "range", ""), ("parallel", "prange", ", parallel=True")))
-    return load(_HEADER.format(package=__package__) + EXP_F32 + ROW_SUMS + _SOURCE + body, "nll")
+    return load(_HEADER + MATH_F32 + ROW_SUMS + _SOURCE + body, "nll")
 
 
 __all__ = ["backward_expr", "forward_expr", "kernel", "rewrite"]
