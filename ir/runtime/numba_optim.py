@@ -14,6 +14,8 @@ momentum: 37-42 us against NumPy's 58-60 us (1 thread). The source goes through 
 from __future__ import annotations
 
 import functools
+from itertools import repeat
+from operator import attrgetter, is_
 
 import numpy as np
 
@@ -42,25 +44,23 @@ def sgd(p, g, buf, lr, momentum, damp, wd, nesterov, maximize, first):
 def _plain(p, g, lr):
     for i in range(p.shape[0]):
         p[i] = p[i] - g[i] * lr
-
-
-@njit(cache=True, error_model="numpy")
-def sgd8(lr, p0, g0, p1, g1, p2, g2, p3, g3, p4, g4, p5, g5, p6, g6, p7, g7):
-    _plain(p0, g0, lr)
-    _plain(p1, g1, lr)
-    _plain(p2, g2, lr)
-    _plain(p3, g3, lr)
-    _plain(p4, g4, lr)
-    _plain(p5, g5, lr)
-    _plain(p6, g6, lr)
-    _plain(p7, g7, lr)
 '''
+
+
+CHUNK = 8  # parameters per sgd_all call (the last call takes the rest: sgd1 ... sgd8, no empty pairs)
+
+
+def _sgd_n(n: int) -> str:
+    """The source of sgd{n}(lr, p0, g0, ..): plain SGD on n (parameter, gradient) pairs of 1-D arrays."""
+    pairs = ", ".join(f"p{i}, g{i}" for i in range(n))
+    body = "".join(f"    _plain(p{i}, g{i}, lr)\n" for i in range(n))
+    return f'\n\n@njit(cache=True, error_model="numpy")\ndef sgd{n}(lr, {pairs}):\n{body}'
 
 
 @functools.cache
 def _module():
     from .numba_gen import load
-    return load(_SOURCE, "optim")
+    return load(_SOURCE + "".join(_sgd_n(n) for n in range(1, CHUNK + 1)), "optim")
 
 
 def _fits(p, *arrays) -> bool:
@@ -84,7 +84,16 @@ def _ready(dtype) -> bool:
 def _load(t):
     z = np.zeros(1, t)
     _module().sgd(z, z, z, t(0), t(0), t(1), t(0), False, False, True)
-    _module().sgd8(t(0), *[z] * 16)
+
+
+def _load_n(t, n: int):
+    z = np.zeros(1, t)
+    getattr(_module(), f"sgd{n}")(t(0), *[z] * (2 * n))
+
+
+def _counts(n: int) -> list:
+    """The pairs per sgd_all call for n parameters: CHUNK each, the rest in the last."""
+    return [min(CHUNK, n - j) for j in range(0, n, CHUNK)]
 
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -106,6 +115,36 @@ def sgd(p, g, buf, lr, momentum, dampening, weight_decay, nesterov, maximize, fi
     return True
 
 
+class _Views(list):
+    """flat_params' 1-D views, with what sgd_all's calls need made once: `calls` (the kernel's name, the slice of
+    parameters and an argument list [lr, p0, None, p1, None, ...] whose None slots take the gradients), and the
+    kernels themselves (`fns`) once numba has them."""
+
+    def __init__(self, views):
+        super().__init__(views)
+        self.dtype = views[0].dtype
+        self.calls, j = [], 0
+        for n in _counts(len(views)):
+            args = [None] * (2 * n + 1)
+            args[1::2] = views[j:j + n]
+            self.calls.append((f"sgd{n}", j, j + n, args))
+            j += n
+        self.fns = None
+        self.lr = self.lr_t = None  # the last lr and its value in the parameters' dtype
+
+    def kernels(self):
+        """The kernels of `calls`, or None where numba has not loaded them yet (then queued for its load)."""
+        if self.fns is not None:
+            return self.fns if numba_hook.ready() else None
+        if not numba_hook.loaded:
+            for _, a, b, _ in self.calls:
+                numba_hook.prepare(("sgd", self.dtype, b - a), functools.partial(_load_n, self.dtype.type, b - a))
+        if not _ready(self.dtype):
+            return None
+        self.fns = [getattr(_module(), name) for name, _, _, _ in self.calls]
+        return self.fns
+
+
 def flat_params(params) -> list | None:
     """The 1-D views `sgd_all` takes of parameter arrays (C-contiguous NumPy float32/float64 of one dtype), or
     None where they do not qualify. Made once per set of arrays by the caller (nn.optim.SGD keeps them)."""
@@ -115,31 +154,43 @@ def flat_params(params) -> list | None:
     if not all(type(p) is np.ndarray and p.dtype == dtype and p.flags.c_contiguous and p.flags.writeable
                for p in params):  # a read-only parameter: NumPy's update raises "output array is read-only"
         return None
-    return [p.reshape(-1) for p in params]
+    return _Views([p.reshape(-1) for p in params])
 
 
-def sgd_all(flat, grads, lr) -> bool:
-    """Plain SGD (p -= lr * g, no momentum, decay or maximize) on every parameter in place, eight pairs per
-    numba call: `flat` from `flat_params`, `grads` arrays of the parameters' shapes and dtype. False, with
-    nothing changed, where NumPy's update must run (a gradient not C-contiguous or not NumPy's, numba not
-    loaded yet). The same bits as NumPy's `p -= multiply(g, lr)`; what it saves is the per-parameter
-    dispatch: a tiny MLP's 6 parameters (64x64 and smaller) 3.5 us against 12 us of ufunc calls (1 thread)."""
-    ndarray = np.ndarray
-    args: list = []
-    for p, g in zip(flat, grads, strict=True):
-        if type(g) is not ndarray or not g.flags.c_contiguous:
-            return False
-        args += (p, g if g.ndim == 1 else g.reshape(-1))
-    dtype = flat[0].dtype
-    if not _ready(dtype):
+_c_contiguous = attrgetter("flags.c_contiguous")
+
+
+def sgd_all(flat, grads, lr, arrays: bool = False) -> bool:
+    """Plain SGD (p -= lr * g, no momentum, decay or maximize) on every parameter in place, CHUNK pairs per
+    numba call: `flat` from `flat_params`, `grads` arrays of the parameters' shapes and dtype (`arrays`: the caller
+    knows them NumPy's). False, with nothing changed, where NumPy's update must run (a gradient not C-contiguous
+    or not NumPy's, numba not loaded yet). The same bits as NumPy's `p -= multiply(g, lr)`; what it saves is the
+    per-parameter dispatch: a tiny MLP's 6 parameters (64x64 and smaller) about 3 us in one call of six pairs
+    against 9 us of ufunc calls (1 thread)."""
+    if type(flat) is not _Views:  # a plain list of 1-D views
+        flat = _Views(flat) if flat else flat
+    if len(grads) != len(flat) or not (arrays or all(map(is_, map(type, grads), repeat(np.ndarray)))) \
+            or not all(map(_c_contiguous, grads)):
         return False
-    run, lr, pad = _module().sgd8, dtype.type(lr), _PAD[dtype]
-    for j in range(0, len(args), 16):
-        chunk = args[j:j + 16] if len(args) > 16 else args
-        run(lr, *chunk, *pad[:16 - len(chunk)])
+    fns = flat.kernels()
+    if fns is None:
+        return False
+    if lr is not flat.lr:
+        flat.lr, flat.lr_t = lr, flat.dtype.type(lr)
+    gs = list(map(_ravel, grads))  # C-contiguous: 1-D views
+    calls = flat.calls
+    if len(calls) == 1:
+        args = calls[0][3].copy()  # (the gradients are not kept past the call)
+        args[0], args[2::2] = flat.lr_t, gs
+        fns[0](*args)
+        return True
+    for fn, (_, a, b, args) in zip(fns, calls, strict=True):
+        args = args.copy()
+        args[0], args[2::2] = flat.lr_t, gs[a:b]
+        fn(*args)
     return True
 
 
-_PAD = {d: [np.zeros(0, d)] * 16 for d in _DTYPES}  # empty pairs filling a call's last slots
+_ravel = np.ndarray.ravel
 
 __all__ = ["flat_params", "sgd", "sgd_all"]

@@ -94,10 +94,25 @@ def _base(part):
     return part.dtype, part.size, part.end, part.names, part.bufs, part.fn
 
 
-class Flat:
+class NotCopied:
+    """Copied (copy.deepcopy, pickle) as None: what refers to the parameters' arrays by identity is made again by
+    the copy's optimizer at its next step."""
+
+    __slots__ = ()
+
+    def __deepcopy__(self, memo):
+        return None
+
+    def __reduce__(self):
+        return _none, ()
+
+
+class Flat(NotCopied):
     """The flat state of one optimizer for one set of parameter arrays (`datas`, by identity) and of the state
     names its groups use (`used`); `ok` False where the arrays do not qualify (the NumPy update runs). `old`: the
-    flat state before (or None), whose parts that still fit are kept, their views with them."""
+    flat state before (or None), whose parts that still fit are kept, their views with them. A copy (copy.deepcopy,
+    pickle) would hold copies of the parameters' 1-D views, not views of the copied parameters: the copy's optimizer
+    makes its own at its next step, and takes the copied state entries there."""
 
     def __init__(self, opt, datas, used, old=None):
         self.datas, self.used = datas, used
@@ -120,13 +135,6 @@ class Flat:
         self.views = views
         self.last_rows = None  # the coefficient rows written last (unchanged ones are not written again)
 
-    # a copy (copy.deepcopy, pickle) would hold copies of the parameters' 1-D views, not views of the copied
-    # parameters: the copy's optimizer makes its own at its next step, and takes the copied state entries there
-    def __deepcopy__(self, memo):
-        return None
-
-    def __reduce__(self):
-        return _none, ()
 
 
 def _none():
@@ -282,4 +290,4 @@ def _sync(opt, flat, arrays) -> bool:
     return True
 
 
-__all__ = ["Flat", "adopt", "update"]
+__all__ = ["Flat", "NotCopied", "adopt", "update"]

@@ -7,8 +7,14 @@ so `for g in opt.param_groups: g["lr"] = ...` takes effect at the next step, as 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import repeat
+from operator import is_
+
+import numpy as np
 
 from tracer import Tensor
+
+_PLAIN = (float, int, bool, str, type(None))  # option values a snapshot may hold: immutable, so identity = content
 
 
 def named(params) -> tuple[list[str] | None, list]:
@@ -44,6 +50,43 @@ def make_group(cls: str, group: Mapping, defaults: dict, where: str) -> tuple[di
     return out, names
 
 
+def normalize(groups: list) -> None:
+    """Each group's options as step() reads them: an lr set as a NumPy scalar (a LambdaLR of np.exp,
+    g["lr"] = np.float64(...)) as the float the constructor keeps (np.float64 is no weak scalar: the NumPy update
+    ran float32 in float64 and the numba loop did not), any other NumPy-scalar option (weight_decay, eps) so too."""
+    generic = np.generic
+    for group in groups:
+        if type(group["lr"]) is not float:
+            group["lr"] = float(group["lr"])
+        if any(map(isinstance, group.values(), repeat(generic))):
+            group.update({k: v.item() for k, v in group.items() if isinstance(v, generic)})
+
+
+def snapshot(groups: list) -> list | None:
+    """[(group, keys, values)] of `groups` after normalize(): what `unchanged` compares by identity; None where an
+    option holds a mutable value (a list of betas changed in place would look the same)."""
+    snap = []
+    for group in groups:
+        for k, v in group.items():
+            if k != "params" and type(v) not in _PLAIN and not (type(v) is tuple and all(type(x) in _PLAIN for x in v)):
+                return None
+        snap.append((group, list(group), list(group.values())))
+    return snap
+
+
+def unchanged(groups: list, snap: list) -> bool:
+    """Whether every group is the dict `snapshot` saw, with the same keys holding the same objects (so
+    normalize() would change nothing and each option reads as then). A value set since is another object, even an
+    equal one (np.float64(lr) == lr); the "params" entry is compared too, though step() reads opt.params."""
+    if len(groups) != len(snap):
+        return False
+    for group, (old, keys, values) in zip(groups, snap, strict=True):
+        if group is not old or len(group) != len(keys) or not all(map(is_, group.values(), values)) \
+                or not all(map(is_, group, keys)):
+            return False
+    return True
+
+
 def refuse_differentiable(opt, differentiable: bool) -> None:
     """torch's differentiable=True lets autograd see through the update; steps here are never differentiated."""
     if differentiable:
@@ -51,4 +94,4 @@ def refuse_differentiable(opt, differentiable: bool) -> None:
                                   "run outside autodiff)")
 
 
-__all__ = ["is_group_list", "make_group", "named", "refuse_differentiable"]
+__all__ = ["is_group_list", "make_group", "named", "normalize", "refuse_differentiable", "snapshot", "unchanged"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from itertools import repeat
 
 import numpy as np
 
@@ -17,7 +16,7 @@ from tracer.autograd import bump
 from tracer.tensor import array_module_of
 
 from . import flat
-from .groups import is_group_list, make_group, refuse_differentiable
+from .groups import is_group_list, make_group, normalize, refuse_differentiable, snapshot, unchanged
 from .state import load_state_dict, state_dict
 
 
@@ -31,6 +30,37 @@ def as_array(g, like=None):
     if xp is np and not isinstance(g, np.ndarray) and hasattr(g, "get"):
         g = g.get()  # a CuPy gradient for a NumPy parameter
     return xp.asarray(g, dtype=like.dtype)
+
+
+class _Plan(flat.NotCopied):
+    """What a full check of step()'s gradients found, for the steps after it to check cheaply: the parameters'
+    arrays and autograd records (by identity: p.data rebound, moved to another array module, frozen or unfrozen
+    since all differ), the groups' options (groups.snapshot: by identity, after normalize()), the gradients' kind
+    (all concrete Tensors, or all NumPy arrays) and dtypes; the shapes are compared with the arrays' each step.
+    Made only where every parameter has a gradient and the arrays are NumPy's; anything else, or a mismatch, takes
+    the full checks, which raise their errors or make the plan again. Not copied with the optimizer."""
+
+    __slots__ = ("ags", "datas", "dtypes", "n", "options", "tensors")
+
+
+def _make_plan(opt, grads, arrays) -> _Plan | None:
+    options = snapshot(opt.param_groups)
+    datas = [p._data for p in opt.params]
+    ndarray = np.ndarray
+    if options is None or type(grads) is not list or len(arrays) != len(datas) or not all(
+            type(a) is ndarray and type(d) is ndarray for a, d in zip(arrays, datas, strict=True)):
+        return None  # (None gradients, frozen parameters: no ndarray in arrays)
+    if all(type(g) is Tensor for g in grads):
+        tensors = True
+    elif all(g is a for g, a in zip(grads, arrays, strict=True)):
+        tensors = False
+    else:
+        return None
+    plan = _Plan()
+    plan.n, plan.datas, plan.ags, plan.options, plan.tensors = len(datas), datas, [p._ag for p in opt.params], \
+        options, tensors
+    plan.dtypes = [d.dtype for d in datas]  # (compared by identity: an equal dtype object of its own checks in full)
+    return plan
 
 
 class Optimizer(ABC):
@@ -58,6 +88,7 @@ class Optimizer(ABC):
     _flat_order: tuple = ()
     _flat_joint: tuple = ()
     _flat_state = None  # the flat state (flat.Flat) for the current parameter arrays
+    _plan: _Plan | None = None  # what step()'s last full check found (None: the next step checks in full)
 
     def __init__(self, params, defaults: dict):
         cls = type(self).__name__
@@ -87,6 +118,7 @@ class Optimizer(ABC):
             raise TypeError(f"{type(self).__name__}.add_param_group: expected a dict with 'params', got "
                             f"{type(param_group).__name__}")
         names = self._add_group(param_group, f"parameter group {len(self.param_groups)}")
+        self._plan = None  # (its parameters and groups differ too: the next step checks in full either way)
         self.names = None if self.names is None or names is None else self.names + names
         flat.adopt(self)  # state the new group's parameters start with (Adagrad's "sum") in the flat views
 
@@ -149,6 +181,23 @@ class Optimizer(ABC):
                 loss = closure()
         if grads is None:
             grads = self._dot_grads()
+        arrays = self._planned(grads) if type(grads) is list and not _anomaly.enabled else None
+        if arrays is None:  # the full checks (each raising its error), then a plan for the next steps
+            arrays = self._checked(grads)
+            if _anomaly.enabled:  # autodiff.detect_anomaly: a NaN gradient names its parameter
+                check_optimizer(self, arrays, "gradient")
+            normalize(self.param_groups)
+            self._plan = _make_plan(self, grads, arrays)
+        self.step_count += 1
+        if not self._update_all(arrays):  # one call for every parameter (SGD's numba form), or each in turn
+            self._update_each(arrays)
+        if _anomaly.enabled:
+            check_optimizer(self, [None if g is None else p._data for p, g in zip(self.params, arrays, strict=True)],
+                            "parameter")
+        return loss
+
+    def _checked(self, grads) -> list:
+        """The gradients as arrays of their parameters' dtype and module (None: skipped), each checked."""
         if type(grads) is not list and isinstance(grads, Mapping):
             grads = self._by_name(grads)
         if isinstance(grads, (Tensor, np.ndarray)) or not hasattr(grads, "__iter__"):
@@ -173,20 +222,32 @@ class Optimizer(ABC):
                 raise ValueError(f"{type(self).__name__}.step: gradient {i} has shape {tuple(g.shape)} but "
                                  f"parameter {i} ({p._name or 'unnamed'}) has shape {p.shape}")
             arrays.append(g)
-        if _anomaly.enabled:  # autodiff.detect_anomaly: a NaN gradient names its parameter
-            check_optimizer(self, arrays, "gradient")
-        for group in self.param_groups:  # an lr set as a NumPy scalar (a LambdaLR of np.exp, g["lr"] = ...) as the
-            if type(group["lr"]) is not float:  # float the constructor keeps: np.float64 is no weak scalar, so the
-                group["lr"] = float(group["lr"])  # NumPy update ran float32 in float64 and the numba loop did not
-            if any(map(isinstance, group.values(), repeat(np.generic))):  # any other option so (weight_decay, eps)
-                group.update({k: v.item() for k, v in group.items() if isinstance(v, np.generic)})
-        self.step_count += 1
-        if not self._update_all(arrays):  # one call for every parameter (SGD's numba form), or each in turn
-            self._update_each(arrays)
-        if _anomaly.enabled:
-            check_optimizer(self, [None if g is None else p._data for p, g in zip(self.params, arrays, strict=True)],
-                            "parameter")
-        return loss
+        return arrays
+
+    def _planned(self, grads: list) -> list | None:
+        """The arrays `_checked` would return, where the plan made at the last full check still holds (see _Plan);
+        else None."""
+        plan, params = self._plan, self.params
+        if plan is None or len(grads) != plan.n or len(params) != plan.n or not unchanged(self.param_groups,
+                                                                                          plan.options):
+            return None
+        ndarray = np.ndarray
+        if not plan.tensors:
+            for p, g, d, ag, dtype in zip(params, grads, plan.datas, plan.ags, plan.dtypes, strict=True):
+                if p._data is not d or p._ag is not ag or type(g) is not ndarray or g.dtype is not dtype \
+                        or g.shape != d.shape:
+                    return None
+            return list(grads)
+        arrays = []
+        append = arrays.append
+        for p, g, d, ag, dtype in zip(params, grads, plan.datas, plan.ags, plan.dtypes, strict=True):
+            if p._data is not d or p._ag is not ag or type(g) is not Tensor or g._var is not None:
+                return None
+            a = g._data  # value_and_grad's concrete Tensors
+            if type(a) is not ndarray or a.dtype is not dtype or a.shape != d.shape:
+                return None
+            append(a)
+        return arrays
 
     def _update_each(self, arrays: list) -> None:
         groups, group_of, skipped, update = self.param_groups, self._group_of, self.skipped, self._update
@@ -279,6 +340,7 @@ class Optimizer(ABC):
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore the options, per-parameter step counts and state from `state_dict()`'s output, its nn.load
         round trip, or a real torch optimizer's state dict with tensors turned into NumPy arrays."""
+        self._plan = None
         load_state_dict(self, state_dict)
 
 
@@ -306,12 +368,13 @@ class SGD(Optimizer):
                                       nesterov=nesterov, maximize=maximize))
         # the parameters' arrays as sgd_all's 1-D views (numba_optim) and their scratch views, per set of arrays
         self._flat_key, self._flat, self._temps = None, None, None
+        self._datas, self._plain_for, self._plain_lr = None, None, None  # _update_all's choice for a plan
 
     def __getstate__(self):
         # a copy (copy.deepcopy, pickle) makes its own 1-D views at its next step: copied, they are arrays of their
         # own, and a fresh process may give its parameters the ids in _flat_key
         state = self.__dict__.copy()
-        state["_flat_key"] = state["_flat"] = state["_temps"] = None
+        state["_flat_key"] = state["_flat"] = state["_temps"] = state["_datas"] = state["_plain_for"] = None
         return state
 
     def _check_options(self, group, where):
@@ -322,26 +385,41 @@ class SGD(Optimizer):
 
     def _update_all(self, arrays):
         # plain SGD in one group with every gradient there: numba's loop over all parameters in one call, or
-        # NumPy's two ufuncs per parameter with the scratch views looked up once
-        if len(self.param_groups) != 1:
-            return False
-        group = self.param_groups[0]
-        if group["momentum"] or group["weight_decay"] or group["maximize"] or any(a is None for a in arrays):
-            return False
-        datas = [p._data for p in self.params]
-        key = tuple(map(id, datas))
-        if self._flat_key != key:  # the parameters' arrays changed (or the first step): their views again
-            self._flat_key, self._flat = key, numba_optim.flat_params(datas)
-            self._temps = [self._temp(p) for p in datas] if all(type(p) is np.ndarray for p in datas) else None
-        lr = group["lr"]
-        if self._flat is not None and numba_optim.sgd_all(self._flat, arrays, lr):
+        # NumPy's two ufuncs per parameter with the scratch views looked up once. The choice holds while the
+        # step's plan (the same parameter arrays and option values) does.
+        plan = self._plan
+        if plan is None or self._plain_for is not plan:
+            self._plain_for = plan
+            self._plain_lr = lr = self._plain(arrays)
+            if lr is None:
+                return False
+            datas = self._datas = [p._data for p in self.params]
+            key = tuple(map(id, datas))
+            if self._flat_key != key:  # the parameters' arrays changed (or the first step): their views again
+                self._flat_key, self._flat = key, numba_optim.flat_params(datas)
+                self._temps = [self._temp(p) for p in datas] if all(type(p) is np.ndarray for p in datas) else None
+        else:
+            lr = self._plain_lr
+            if lr is None:
+                return False
+        if self._flat is not None and numba_optim.sgd_all(self._flat, arrays, lr, plan is not None):
             return True
         if self._temps is None:
             return False
-        for p, g, tmp in zip(datas, arrays, self._temps, strict=True):  # NumPy's p -= lr * g, without the lookups
-            np.multiply(g, lr, out=tmp)
-            np.subtract(p, tmp, out=p)
+        multiply, subtract = np.multiply, np.subtract
+        for p, g, tmp in zip(self._datas, arrays, self._temps, strict=True):  # p -= lr * g, without the lookups
+            subtract(p, multiply(g, lr, tmp), p)
         return True
+
+    def _plain(self, arrays) -> float | None:
+        """The lr where this step is plain SGD (one group, no momentum, decay or maximize, every gradient
+        there), else None."""
+        if len(self.param_groups) != 1:
+            return None
+        group = self.param_groups[0]
+        if group["momentum"] or group["weight_decay"] or group["maximize"] or any(a is None for a in arrays):
+            return None
+        return group["lr"]
 
     def _update(self, p, g, state, t, group):
         momentum, weight_decay = group["momentum"], group["weight_decay"]
