@@ -16,6 +16,8 @@ window, mnist's 2x2), each slice's gradient is written into its place of dx inst
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..ops import conv as _conv_ops  # noqa: F401  (declares the conv and pool ops: their reference kernels)
@@ -139,9 +141,10 @@ def _zeroed(a):
     return a
 
 
-def conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, input_shape, out=None):
+def conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, input_shape, out=None, work=None):
     """grad.conv2d_input_backward (and the transposed convolution): W^T @ g_n, each tap's rows added back. `out`
-    (the result's shape and dtype; planned storage): zeroed and added into, where there is no padding."""
+    (the result's shape and dtype; planned storage): zeroed and added into, where there is no padding. `work`:
+    planned flat (widened g, column gradients) buffers of input_backward_work's sizes, else they are allocated."""
     if not _fast(xp, groups, g, weight):
         return _REFERENCE["grad.conv2d_input_backward"](xp, g, weight, strides, padding, dilation, groups,
                                                          input_shape)
@@ -159,11 +162,11 @@ def conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, inp
     wt = np.ascontiguousarray(weight.reshape(o, k).T, dtype=dtype)
     if (tuple(strides) == (1, 1) and tuple(dilation) == (1, 1) and n and c and not numba_conv.usable(dtype)
             and np.isfinite(wt).all()):
-        _col2im_wide(dx, wt, g, tuple(kernel))
+        _col2im_wide(dx, wt, g, tuple(kernel), work)
         return dx if dx is out else dx[:, :, top:top + h, left:left + w]
     gmat = g.reshape(n, o, hw)
     step = _chunk(c, kernel, out_hw, dx.itemsize)
-    dcols = np.empty((min(step, n), k, hw), dtype)
+    dcols = _work(work, 1, (min(step, n), k, hw), dtype)
     for s in range(0, n, step):
         b = min(step, n - s)
         np.matmul(wt, gmat[s:s + b], out=dcols[:b])
@@ -177,7 +180,29 @@ def conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, inp
     return dx if dx is out else dx[:, :, top:top + h, left:left + w]
 
 
-def _col2im_wide(dx, wt, g, kernel):
+def _work(work, i, shape, dtype):
+    """An array of `shape` over the flat planned buffer work[i] (its first elements), or a new one."""
+    size = math.prod(shape)
+    if work is None or work[i].dtype != dtype or work[i].size < size:
+        return np.empty(shape, dtype)
+    return work[i][:size].reshape(shape)
+
+
+def input_backward_work(g_shape, weight_shape, input_shape, padding, strides, dilation, itemsize):
+    """The element counts of conv2d_input_backward's two flat work buffers: the widened g of its stride-1 path,
+    the column gradients of either path (the larger)."""
+    n, o, ho, wo = g_shape
+    c, kernel = weight_shape[1], tuple(weight_shape[2:])
+    k = c * kernel[0] * kernel[1]
+    wide, cols = 0, min(_chunk(c, kernel, (ho, wo), itemsize), n) * k * ho * wo
+    if tuple(strides) == (1, 1) and tuple(dilation) == (1, 1):
+        wp = input_shape[3] + padding[1] + padding[3]
+        step = min(_chunk(c, kernel, (ho, wp), itemsize), n)
+        wide, cols = step * o * ho * wp, max(cols, step * k * ho * wp)
+    return wide, cols
+
+
+def _col2im_wide(dx, wt, g, kernel, work=None):
     """dx (N, C, Hp, Wp) += every tap's columns, for stride 1 and no dilation, on the input's row width: g is
     widened with zero columns to (Ho, Wp), so W^T @ g gives each tap's columns as rows of Ho * Wp and tap (i, j)
     lands on the flat plane shifted by i * Wp + j: one add of (B * C, (Ho - 1) * Wp + Wo) per tap, long
@@ -189,8 +214,12 @@ def _col2im_wide(dx, wt, g, kernel):
     (kh, kw), k = kernel, wt.shape[0]
     length = (ho - 1) * wp + wo  # the last row's zero columns would run past the plane
     step = _chunk(c, kernel, (ho, wp), dx.itemsize)
-    wide = np.zeros((min(step, n), o, ho, wp), dx.dtype)
-    dcols = np.empty((min(step, n), k, ho * wp), dx.dtype)
+    if work is None:
+        wide = np.zeros((min(step, n), o, ho, wp), dx.dtype)
+    else:  # planned: other instructions' scratch shares the buffer, so the zero columns are written each call
+        wide = _work(work, 0, (min(step, n), o, ho, wp), dx.dtype)
+        wide[:, :, :, wo:] = 0
+    dcols = _work(work, 1, (min(step, n), k, ho * wp), dx.dtype)
     planes = dx.reshape(n * c, hp * wp)
     for s in range(0, n, step):
         b = min(step, n - s)
@@ -204,13 +233,14 @@ def _col2im_wide(dx, wt, g, kernel):
                 np.add(at, taps[:, :, i, j, :length].reshape(b * c, length), out=at)
 
 
-def relu_conv2d_input_backward(xp, g, weight, data, strides, padding, dilation, groups, input_shape, out=None):
+def relu_conv2d_input_backward(xp, g, weight, data, strides, padding, dilation, groups, input_shape, out=None,
+                               work=None):
     """grad.relu_conv2d_input_backward: the fast input gradient, then 0 written where data <= 0 (in place: the
     fast kernel's result is an array of its own), instead of a where's new array."""
     if not _fast(xp, groups, g, weight):
         return _REFERENCE["grad.relu_conv2d_input_backward"](xp, g, weight, data, strides, padding, dilation,
                                                              groups, input_shape)
-    dx = conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, input_shape, out=out)
+    dx = conv2d_input_backward(xp, g, weight, strides, padding, dilation, groups, input_shape, out=out, work=work)
     bits = _SAME_WIDTH_INT.get(dx.dtype.name)
     if bits is None or not (dx.flags.c_contiguous and data.flags.c_contiguous):
         return np.where(data <= 0, np.zeros((), dx.dtype), dx)
@@ -330,7 +360,7 @@ def relu_max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation,
         dx = _numba_pool_backward(g, data, pool_size, True, out)
         if dx is not None:
             return dx
-        if np.isfinite(g).all():
+        if np.isfinite(g, out=np.empty(g.shape, bool) if work is None else work[2]).all():  # work[2]: hit, later
             return _tiled_max_backward(g, data, pool_size, out_hw, nonpositive_to_zero=True, out=out, work=work)
     dx = max_pool2d_backward(xp, g, data, pool_size, strides, padding, dilation, ceil_mode)
     return np.where(data <= 0, np.zeros((), g.dtype), dx)

@@ -5,8 +5,9 @@ executor ran them as generic kernels whose results it could not plan: each step 
 26) and (64, 64, 24, 24) activations, their gradients and the pool's and dropout's outputs anew, about 3,000
 minor page faults a step. `BUILDERS` gives ir.runtime.specialize one entry per op: a callable of the arrays
 alone, marked `planned`, that passes the executor's `out=` (and, for a convolution, the im2col buffer as
-`scratch=`) to the same kernel. The kernels compute the same values into `out` as into their own arrays; where
-one cannot use `out` (a padded input gradient, NumPy's fallbacks) it returns a new array, as `planned` allows.
+`scratch=`; for its input gradient, col2im's buffers; for a pool's backward, its masks) to the same kernel.
+The kernels compute the same values into `out` as into their own arrays; where one cannot use `out` (a padded
+input gradient, NumPy's fallbacks) it returns a new array, as `planned` allows.
 
 Left to the generic kernels: groups > 1, other ranks, mixed or non-float dtypes, empty shapes, dropout at rate
 0 (its result is x itself). A convolution's weight gradient is returned by the step, so it is never planned.
@@ -63,7 +64,12 @@ def _input_backward(name, types, out, **attrs):
         return None
     kernel = (conv_kernels.conv2d_input_backward if name == "grad.conv2d_input_backward"
               else conv_kernels.relu_conv2d_input_backward)
-    return planned(_call(kernel, attrs))
+    sizes = conv_kernels.input_backward_work(types[0].shape, types[1].shape, out.shape, attrs["padding"],
+                                             attrs["strides"], attrs["dilation"], np.dtype(out.dtype).itemsize)
+
+    def input_backward(*arrays, out=None, scratch=()):  # col2im's widened g and column gradients from scratch
+        return kernel(np, *arrays, **attrs, out=out, work=scratch if len(scratch) == 2 else None)
+    return planned(input_backward, scratch=[((max(size, 1),), out.dtype) for size in sizes])
 
 
 def _pool(name, types, out, **attrs):
