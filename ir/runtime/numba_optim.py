@@ -162,22 +162,24 @@ _c_contiguous = attrgetter("flags.c_contiguous")
 
 def sgd_all(flat, grads, lr, arrays: bool = False) -> bool:
     """Plain SGD (p -= lr * g, no momentum, decay or maximize) on every parameter in place, CHUNK pairs per
-    numba call: `flat` from `flat_params`, `grads` arrays of the parameters' shapes and dtype (`arrays`: the caller
-    knows them NumPy's). False, with nothing changed, where NumPy's update must run (a gradient not C-contiguous
-    or not NumPy's, numba not loaded yet). The same bits as NumPy's `p -= multiply(g, lr)`; what it saves is the
+    numba call: `flat` from `flat_params`, `grads` arrays of the parameters' shapes and dtype. False, with nothing
+    changed, where NumPy's update must run (a gradient not C-contiguous or not NumPy's, numba not loaded yet).
+    `arrays`: the caller knows the gradients NumPy's (nn.optim's step checked them): not scanned, and one not
+    C-contiguous is copied by its ravel (the same bits; a rare case, left to the copy instead of a scan each step).
+    The same bits as NumPy's `p -= multiply(g, lr)`; what it saves is the
     per-parameter dispatch: a tiny MLP's 6 parameters (64x64 and smaller) about 3 us in one call of six pairs
     against 9 us of ufunc calls (1 thread)."""
     if type(flat) is not _Views:  # a plain list of 1-D views
         flat = _Views(flat) if flat else flat
-    if len(grads) != len(flat) or not (arrays or all(map(is_, map(type, grads), repeat(np.ndarray)))) \
-            or not all(map(_c_contiguous, grads)):
+    if len(grads) != len(flat) or not arrays and not (all(map(is_, map(type, grads), repeat(np.ndarray)))
+                                                      and all(map(_c_contiguous, grads))):
         return False
     fns = flat.kernels()
     if fns is None:
         return False
     if lr is not flat.lr:
         flat.lr, flat.lr_t = lr, flat.dtype.type(lr)
-    gs = list(map(_ravel, grads))  # C-contiguous: 1-D views
+    gs = list(map(_ravel, grads))  # 1-D views (copies of any not C-contiguous)
     calls = flat.calls
     if len(calls) == 1:
         args = calls[0][3].copy()  # (the gradients are not kept past the call)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from operator import is_
 
 import numpy as np
 
@@ -59,7 +60,7 @@ def _make_plan(opt, grads, arrays) -> _Plan | None:
     plan = _Plan()
     plan.n, plan.datas, plan.ags, plan.options, plan.tensors = len(datas), datas, [p._ag for p in opt.params], \
         options, tensors
-    plan.dtypes = [d.dtype for d in datas]  # (compared by identity: an equal dtype object of its own checks in full)
+    plan.dtypes = [d.dtype for d in datas]
     return plan
 
 
@@ -188,7 +189,7 @@ class Optimizer(ABC):
                 check_optimizer(self, arrays, "gradient")
             normalize(self.param_groups)
             self._plan = _make_plan(self, grads, arrays)
-        self.step_count += 1
+        self.__dict__["step_count"] += 1  # (not through __setattr__, which looks for an option of that name)
         if not self._update_all(arrays):  # one call for every parameter (SGD's numba form), or each in turn
             self._update_each(arrays)
         if _anomaly.enabled:
@@ -227,14 +228,20 @@ class Optimizer(ABC):
     def _planned(self, grads: list) -> list | None:
         """The arrays `_checked` would return, where the plan made at the last full check still holds (see _Plan);
         else None."""
-        plan, params = self._plan, self.params
-        if plan is None or len(grads) != plan.n or len(params) != plan.n or not unchanged(self.param_groups,
-                                                                                          plan.options):
+        plan, params, groups = self._plan, self.params, self.param_groups
+        if plan is None or len(grads) != plan.n or len(params) != plan.n:
+            return None
+        if len(groups) == 1:  # groups.unchanged, inline
+            (group, keys, values), = plan.options
+            if groups[0] is not group or len(group) != len(keys) or not all(map(is_, group.values(), values)) \
+                    or not all(map(is_, group, keys)):
+                return None
+        elif not unchanged(groups, plan.options):
             return None
         ndarray = np.ndarray
         if not plan.tensors:
             for p, g, d, ag, dtype in zip(params, grads, plan.datas, plan.ags, plan.dtypes, strict=True):
-                if p._data is not d or p._ag is not ag or type(g) is not ndarray or g.dtype is not dtype \
+                if p._data is not d or p._ag is not ag or type(g) is not ndarray or g.dtype != dtype \
                         or g.shape != d.shape:
                     return None
             return list(grads)
@@ -244,7 +251,7 @@ class Optimizer(ABC):
             if p._data is not d or p._ag is not ag or type(g) is not Tensor or g._var is not None:
                 return None
             a = g._data  # value_and_grad's concrete Tensors
-            if type(a) is not ndarray or a.dtype is not dtype or a.shape != d.shape:
+            if type(a) is not ndarray or a.dtype != dtype or a.shape != d.shape:  # (numba makes dtype objects anew)
                 return None
             append(a)
         return arrays
