@@ -1,4 +1,5 @@
-"""Parameter groups, as torch.optim's: `optim.SGD([{"params": a}, {"params": b, "lr": 0.1}], lr=0.01)`.
+"""Parameter groups, as torch.optim's: `optim.SGD([{"params": a}, {"params": b, "lr": 0.1}], lr=0.01)`; and the
+plan of Optimizer.step, which checks the groups' options (and the gradients) cheaply between full checks.
 
 Each group is a dict holding its parameters under "params" and every option of its optimizer (a group's
 own value, else the constructor's default). Optimizers read the options from the groups at every step,
@@ -13,6 +14,8 @@ from operator import is_
 import numpy as np
 
 from tracer import Tensor
+
+from .flat import NotCopied
 
 _PLAIN = (float, int, bool, str, type(None))  # option values a snapshot may hold: immutable, so identity = content
 
@@ -87,6 +90,69 @@ def unchanged(groups: list, snap: list) -> bool:
     return True
 
 
+class Plan(NotCopied):
+    """What a full check of step()'s gradients found, for the steps after it to check cheaply: the parameters'
+    arrays and autograd records (by identity: p.data rebound, moved to another array module, frozen or unfrozen
+    since all differ), the groups' options (snapshot: by identity, after normalize()), the gradients' kind
+    (all concrete Tensors, or all NumPy arrays) and dtypes; the shapes are compared with the arrays' each step.
+    Made only where every parameter has a gradient and the arrays are NumPy's; anything else, or a mismatch, takes
+    the full checks, which raise their errors or make the plan again. Not copied with the optimizer."""
+
+    __slots__ = ("ags", "datas", "dtypes", "n", "options", "tensors")
+
+
+def make_plan(opt, grads, arrays) -> Plan | None:
+    options = snapshot(opt.param_groups)
+    datas = [p._data for p in opt.params]
+    ndarray = np.ndarray
+    if options is None or type(grads) is not list or len(arrays) != len(datas) or not all(
+            type(a) is ndarray and type(d) is ndarray for a, d in zip(arrays, datas, strict=True)):
+        return None  # (None gradients, frozen parameters: no ndarray in arrays)
+    if all(type(g) is Tensor for g in grads):
+        tensors = True
+    elif all(g is a for g, a in zip(grads, arrays, strict=True)):
+        tensors = False
+    else:
+        return None
+    plan = Plan()
+    plan.n, plan.datas, plan.ags, plan.options, plan.tensors = len(datas), datas, [p._ag for p in opt.params], \
+        options, tensors
+    plan.dtypes = [d.dtype for d in datas]
+    return plan
+
+
+def planned(opt, grads: list) -> list | None:
+    """The arrays opt._checked would return, where the plan made at its last full check still holds (see Plan);
+    else None. (Optimizer._planned.)"""
+    plan, params, groups = opt._plan, opt.params, opt.param_groups
+    if plan is None or len(grads) != plan.n or len(params) != plan.n:
+        return None
+    if len(groups) == 1:  # unchanged(), inline
+        (group, keys, values), = plan.options
+        if groups[0] is not group or len(group) != len(keys) or not all(map(is_, group.values(), values)) \
+                or not all(map(is_, group, keys)):
+            return None
+    elif not unchanged(groups, plan.options):
+        return None
+    ndarray = np.ndarray
+    if not plan.tensors:
+        for p, g, d, ag, dtype in zip(params, grads, plan.datas, plan.ags, plan.dtypes, strict=True):
+            if p._data is not d or p._ag is not ag or type(g) is not ndarray or g.dtype != dtype \
+                    or g.shape != d.shape:
+                return None
+        return list(grads)
+    arrays = []
+    append = arrays.append
+    for p, g, d, ag, dtype in zip(params, grads, plan.datas, plan.ags, plan.dtypes, strict=True):
+        if p._data is not d or p._ag is not ag or type(g) is not Tensor or g._var is not None:
+            return None
+        a = g._data  # value_and_grad's concrete Tensors
+        if type(a) is not ndarray or a.dtype != dtype or a.shape != d.shape:  # (numba makes dtype objects anew)
+            return None
+        append(a)
+    return arrays
+
+
 def refuse_differentiable(opt, differentiable: bool) -> None:
     """torch's differentiable=True lets autograd see through the update; steps here are never differentiated."""
     if differentiable:
@@ -94,4 +160,5 @@ def refuse_differentiable(opt, differentiable: bool) -> None:
                                   "run outside autodiff)")
 
 
-__all__ = ["is_group_list", "make_group", "named", "normalize", "refuse_differentiable", "snapshot", "unchanged"]
+__all__ = ["Plan", "is_group_list", "make_group", "make_plan", "named", "normalize", "planned", "refuse_differentiable",
+           "snapshot", "unchanged"]

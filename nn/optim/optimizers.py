@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from operator import is_
 
 import numpy as np
 
@@ -17,7 +16,7 @@ from tracer.autograd import bump
 from tracer.tensor import array_module_of
 
 from . import flat
-from .groups import is_group_list, make_group, normalize, refuse_differentiable, snapshot, unchanged
+from .groups import Plan, is_group_list, make_group, make_plan, normalize, planned, refuse_differentiable
 from .state import load_state_dict, state_dict
 
 
@@ -31,37 +30,6 @@ def as_array(g, like=None):
     if xp is np and not isinstance(g, np.ndarray) and hasattr(g, "get"):
         g = g.get()  # a CuPy gradient for a NumPy parameter
     return xp.asarray(g, dtype=like.dtype)
-
-
-class _Plan(flat.NotCopied):
-    """What a full check of step()'s gradients found, for the steps after it to check cheaply: the parameters'
-    arrays and autograd records (by identity: p.data rebound, moved to another array module, frozen or unfrozen
-    since all differ), the groups' options (groups.snapshot: by identity, after normalize()), the gradients' kind
-    (all concrete Tensors, or all NumPy arrays) and dtypes; the shapes are compared with the arrays' each step.
-    Made only where every parameter has a gradient and the arrays are NumPy's; anything else, or a mismatch, takes
-    the full checks, which raise their errors or make the plan again. Not copied with the optimizer."""
-
-    __slots__ = ("ags", "datas", "dtypes", "n", "options", "tensors")
-
-
-def _make_plan(opt, grads, arrays) -> _Plan | None:
-    options = snapshot(opt.param_groups)
-    datas = [p._data for p in opt.params]
-    ndarray = np.ndarray
-    if options is None or type(grads) is not list or len(arrays) != len(datas) or not all(
-            type(a) is ndarray and type(d) is ndarray for a, d in zip(arrays, datas, strict=True)):
-        return None  # (None gradients, frozen parameters: no ndarray in arrays)
-    if all(type(g) is Tensor for g in grads):
-        tensors = True
-    elif all(g is a for g, a in zip(grads, arrays, strict=True)):
-        tensors = False
-    else:
-        return None
-    plan = _Plan()
-    plan.n, plan.datas, plan.ags, plan.options, plan.tensors = len(datas), datas, [p._ag for p in opt.params], \
-        options, tensors
-    plan.dtypes = [d.dtype for d in datas]
-    return plan
 
 
 class Optimizer(ABC):
@@ -89,7 +57,8 @@ class Optimizer(ABC):
     _flat_order: tuple = ()
     _flat_joint: tuple = ()
     _flat_state = None  # the flat state (flat.Flat) for the current parameter arrays
-    _plan: _Plan | None = None  # what step()'s last full check found (None: the next step checks in full)
+    _plan: Plan | None = None  # what step()'s last full check found (None: the next step checks in full)
+    _planned = planned  # the arrays the full check would give, where the plan holds (else None)
 
     def __init__(self, params, defaults: dict):
         cls = type(self).__name__
@@ -188,7 +157,7 @@ class Optimizer(ABC):
             if _anomaly.enabled:  # autodiff.detect_anomaly: a NaN gradient names its parameter
                 check_optimizer(self, arrays, "gradient")
             normalize(self.param_groups)
-            self._plan = _make_plan(self, grads, arrays)
+            self._plan = make_plan(self, grads, arrays)
         self.__dict__["step_count"] += 1  # (not through __setattr__, which looks for an option of that name)
         if not self._update_all(arrays):  # one call for every parameter (SGD's numba form), or each in turn
             self._update_each(arrays)
@@ -223,37 +192,6 @@ class Optimizer(ABC):
                 raise ValueError(f"{type(self).__name__}.step: gradient {i} has shape {tuple(g.shape)} but "
                                  f"parameter {i} ({p._name or 'unnamed'}) has shape {p.shape}")
             arrays.append(g)
-        return arrays
-
-    def _planned(self, grads: list) -> list | None:
-        """The arrays `_checked` would return, where the plan made at the last full check still holds (see _Plan);
-        else None."""
-        plan, params, groups = self._plan, self.params, self.param_groups
-        if plan is None or len(grads) != plan.n or len(params) != plan.n:
-            return None
-        if len(groups) == 1:  # groups.unchanged, inline
-            (group, keys, values), = plan.options
-            if groups[0] is not group or len(group) != len(keys) or not all(map(is_, group.values(), values)) \
-                    or not all(map(is_, group, keys)):
-                return None
-        elif not unchanged(groups, plan.options):
-            return None
-        ndarray = np.ndarray
-        if not plan.tensors:
-            for p, g, d, ag, dtype in zip(params, grads, plan.datas, plan.ags, plan.dtypes, strict=True):
-                if p._data is not d or p._ag is not ag or type(g) is not ndarray or g.dtype != dtype \
-                        or g.shape != d.shape:
-                    return None
-            return list(grads)
-        arrays = []
-        append = arrays.append
-        for p, g, d, ag, dtype in zip(params, grads, plan.datas, plan.ags, plan.dtypes, strict=True):
-            if p._data is not d or p._ag is not ag or type(g) is not Tensor or g._var is not None:
-                return None
-            a = g._data  # value_and_grad's concrete Tensors
-            if type(a) is not ndarray or a.dtype != dtype or a.shape != d.shape:  # (numba makes dtype objects anew)
-                return None
-            append(a)
         return arrays
 
     def _update_each(self, arrays: list) -> None:

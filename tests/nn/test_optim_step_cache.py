@@ -92,6 +92,10 @@ def test_planned_steps_match_full_checks(cls, kw, kind):
     assert not g[0].flags.c_contiguous if kind == "array" else not g[0]._data.flags.c_contiguous
     _step(pair, g)
     _step(pair, _grads(7, kind=kind))
+    g = _grads(8, kind="array")
+    g[2] = g[2].reshape(3, 4)  # as many elements, another shape: the same ValueError
+    assert _step(pair, [tracer.tensor(x) for x in g] if kind == "tensor" else g)[0] is ValueError
+    assert _step(pair, _grads(9, kind=kind)) is None
 
 
 @pytest.mark.parametrize("kind", ["tensor", "array"])
