@@ -116,6 +116,7 @@ class Flat(NotCopied):
 
     def __init__(self, opt, datas, used, old=None):
         self.datas, self.used = datas, used
+        self.plan = None  # the step's plan (Optimizer._plan) under which this was found current
         self.ok = all(type(d) is np.ndarray and d.dtype in numba_adam.DTYPES and d.flags.c_contiguous
                       and d.flags.writeable for d in datas)
         if not self.ok:  # the parts kept for when the arrays qualify again
@@ -179,7 +180,10 @@ def update(opt, arrays: list) -> bool:
     into their views, same values) where the NumPy update must run."""
     if not numba_hook.ENABLED:
         return False
-    flat = _current(opt)
+    flat, plan = opt._flat_state, opt._plan
+    if plan is None or flat is None or flat.plan is not plan:  # (the plan holds: the same arrays and options)
+        flat = _current(opt)
+        flat.plan = plan
     if not flat.ok:
         return False
     groups = opt.param_groups

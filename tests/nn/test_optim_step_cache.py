@@ -279,6 +279,18 @@ def test_options_set_between_steps(cls, kw):
     assert _step(pair, _grads(7))[0] is KeyError
 
 
+@pytest.mark.parametrize(("cls", "option", "value"), [(optim.Adam, "amsgrad", True), (optim.RMSprop, "centered", True),
+                                                     (optim.RMSprop, "momentum", 0.9)])
+def test_option_that_adds_state_between_steps(cls, option, value):
+    # the flat state (nn/optim/flat.py) kept for a plan: an option taking up another state entry makes a new plan
+    pair = _warm(cls, dict(lr=0.01))
+    for _, opt in pair:
+        opt.param_groups[0][option] = value
+    _step(pair, _grads(3))
+    _step(pair, _grads(4))
+    assert len(pair[0][1].state[0]) == len(pair[1][1].state[0]) > 1 + (cls is optim.Adam)
+
+
 @pytest.mark.parametrize(("cls", "kw"), CONFIGS, ids=IDS)
 def test_last_option_renamed(cls, kw):
     # the same values in the same order under other keys: plain SGD's choice, made once per plan, reads "maximize"
