@@ -3,7 +3,8 @@
     python -m benchmarks.thread_scaling [gpt|mlp] [--rounds N]
 
 One worker process per thread count (1 and 2: NUMBA_NUM_THREADS, OPENBLAS_NUM_THREADS, OMP_NUM_THREADS,
-OPENBLAS_THREAD_TIMEOUT=4 as benchmarks/harness.py sets it), asked in turn for one step per round. A worker
+OPENBLAS_THREAD_TIMEOUT=4 as benchmarks/harness.py sets it), asked in turn for two steps per round, the second
+measured (the first 2-thread step after the 1-thread worker's ran slow: benchmarks.thread_variants.WARM). A worker
 wraps every kernel of the compiled adjoint (ir.runtime.executor's instructions, numba's tier loaded first)
 and the optimizer's step in a timer, keyed by op (matmuls by kind and operand shapes; `/nb` marks numba
 kernels, `/inplace` a ufunc writing into a dying operand). Per key the best round is kept: on a shared
@@ -101,9 +102,11 @@ def main(argv: list[str]) -> None:
         procs.append((p, []))
     for _ in range(rounds):
         for p, rows in procs:
-            p.stdin.write("1\n")
-            p.stdin.flush()
-            rows.append(json.loads(p.stdout.readline()))
+            for _warm in range(2):  # the measured step after an unmeasured one (benchmarks.thread_variants.WARM)
+                p.stdin.write("1\n")
+                p.stdin.flush()
+                line = p.stdout.readline()
+            rows.append(json.loads(line))
     for p, _ in procs:
         p.stdin.close()
         p.wait()
