@@ -376,8 +376,9 @@ def nll_backward_{name}(x, t, ignore, g, mean, count, out):
         others = row_sum(row)
         inv = 1.0 / (others + et)
         sd = 0.0 if cd == 0.0 else cd  # the one-hot row's sum: coef, or +0.0 (NumPy's sum starts from +0.0)
+        inv32, sd32, zc32 = np.float32(inv), np.float32(sd), np.float32(zc)  # sd and zc are float32 values
         for j in range(c):
-            row[j] = np.float32(zc - (np.float64(row[j]) * inv) * sd)
+            row[j] = zc32 - (row[j] * inv32) * sd32  # float32 (sixteen lanes): within 3 ulp of the float64 form
         if valid:
             if math.isfinite(cd) and cd != 0.0:  # c * (1 - p) as c * (the others' share): no cancellation near p = 1
                 row[k] = np.float32(cd * (others * inv) + 0.0)
