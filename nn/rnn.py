@@ -204,9 +204,9 @@ class _RNNBase(Module):
                 h = tracer.where(m, new_h, h)
                 c = None if new_c is None else tracer.where(m, new_c, c)
                 outputs[t] = tracer.where(m, new_h, 0.0)
-        # the outputs joined along axis 0 of (T * B, H), not stacked: the adjoint's pieces need no reshape each
-        out = tracer.concat(outputs, axis=0) if T > 1 else outputs[0]
-        return tracer.reshape(out, (T, B, out.shape[1])), h, c
+        # stacked, not concatenated along axis 0 and reshaped (whose view of the concat keeps that out of planned
+        # storage: a fresh (T * B, H) array, page faults, each step on the plain path)
+        return tracer.stack(outputs, axis=0), h, c
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
