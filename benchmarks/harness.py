@@ -5,10 +5,10 @@ env, threads)`. The parent starts one worker process per contender (`python -m b
 LIBRARY`, with the contender's environment and thread count), one after another so that each first call
 runs alone. A worker builds the step (data, weights), times its first call (trace, Gradient and
 compile for tracegrad), takes warm-up steps and prints one JSON line; then each line `n` on its stdin is
-answered with the mean time of `n` steps and the minor page faults they took (`resource.getrusage`). The
-parent asks the workers of a workload in turn, round after round, so all of them see the same machine load,
-and keeps medians over rounds. Libraries never share a process: torch loaded beside tracegrad raises glibc's
-allocation thresholds and hides tracegrad's page faults.
+answered with the mean time of `n` steps (after one unmeasured step) and the minor page faults they took
+(`resource.getrusage`). The parent asks the workers of a workload in turn, round after round, so all of them
+see the same machine load, and keeps medians over rounds. Libraries never share a process: torch loaded beside
+tracegrad raises glibc's allocation thresholds and hides tracegrad's page faults.
 """
 from __future__ import annotations
 
@@ -124,6 +124,10 @@ def worker(workload: str, library: str, quick: bool, first_only: bool) -> None:
     print(json.dumps(info), flush=True)
     for line in sys.stdin:
         n = int(line)
+        # one unmeasured step first: the first step after another contender's turn runs on cores that idled
+        # (on this VM a 2-thread GPT step measured 1.04x of 1 thread there, 1.47x a step later), and a
+        # training loop runs step after step
+        step()
         f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t0 = time.perf_counter()
         for _ in range(n):
