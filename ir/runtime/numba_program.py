@@ -51,10 +51,12 @@ class Program:
     """The loaded numba function of one compiled IR function and what its calls hold."""
 
     def __init__(self, text, arrays, own_peak):
+        from .numba_box import boxing
         from .numba_gen import load
 
         self.source, self.arrays, self.own_peak = text, tuple(arrays), own_peak
-        self.kernel = load(text, "program").program
+        with boxing():  # its results boxed without numba's per-array unpickling (ir.runtime.numba_box)
+            self.kernel = load(text, "program").program
 
 
 def refusal(fn) -> str | None:
