@@ -45,10 +45,29 @@ def _numba_box_array():
     return boxing.box_array
 
 
+# the numba releases whose boxer and NRT_adapt_ndarray_to_python_acqref (its C signature) `_box_array` was read
+# from and tested on; on any other, numba's own boxer (a changed C signature would crash, not raise)
+TESTED = ((0, 60), (0, 68))
+
+
+def supported(version: str) -> bool:
+    """Whether numba `version` ("0.68.1") lies in TESTED's range of releases."""
+    try:
+        release = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return False
+    return TESTED[0] <= release <= TESTED[1]
+
+
 @contextlib.contextmanager
 def boxing():
     """While inside, numba functions compiled (on any thread: numba's compiler lock is held) box array results
-    with `_box_array`; numba's own boxer again after."""
+    with `_box_array`; numba's own boxer again after. Outside TESTED's releases, numba's own boxer throughout."""
+    import numba
+
+    if not supported(numba.__version__):
+        yield
+        return
     from numba.core import boxing as _registered  # noqa: F401 - numba's boxers registered first
     from numba.core import types
     from numba.core.compiler_lock import global_compiler_lock
