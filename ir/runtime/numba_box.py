@@ -46,8 +46,8 @@ def _numba_box_array():
 
 
 # the numba releases whose boxer and NRT_adapt_ndarray_to_python_acqref (its C signature) `_box_array` was read
-# from and tested on; on any other, numba's own boxer (a changed C signature would crash, not raise)
-TESTED = ((0, 60), (0, 68))
+# from and tested on (0.68 only); on any other, numba's own boxer (a changed C signature would crash, not raise)
+TESTED = ((0, 68), (0, 68))
 
 
 def supported(version: str) -> bool:
