@@ -217,26 +217,25 @@ def test_planned_steps_follow_torch_through_option_changes(ours, theirs, kw):
             np.testing.assert_allclose(p.numpy(), t.detach().numpy(), rtol=2e-5, atol=2e-6)
 
 
-@pytest.mark.xfail(numba_hook.ENABLED, strict=True, reason="numba path only, pre-existing (a527268 too), not the plan: SGD's 1-D views (_flat_key by "
-                   "array ids) and the flat state (Flat.ok, checked when it is made) keep writing a parameter made "
-                   "read-only after the first step, where a fresh optimizer raises NumPy's 'output array is "
-                   "read-only'; fix in nn/optim (owner)")
 @pytest.mark.parametrize("cls", [optim.SGD, optim.Adam])
 def test_parameter_made_read_only_after_steps_raises_as_a_fresh_optimizer(cls):
+    # (the numba path wrote on through the 1-D views and flat state made while it was writeable)
     ps = [nn.Parameter(np.ones((200, 200), np.float32)) for _ in range(2)]
     opt = cls(ps, lr=0.1)
     g = [np.ones((200, 200), np.float32)] * 2
     for _ in range(3):
         opt.step(g)
     ps[0]._data.flags.writeable = False
-    with pytest.raises(ValueError, match="read-only"):
+    before = [p.numpy().copy() for p in ps]
+    with pytest.raises(ValueError, match=r"parameter 0 \(unnamed\) is read-only"):
         opt.step(g)
+    for p, b in zip(ps, before, strict=True):  # raised before any parameter was updated
+        np.testing.assert_array_equal(p.numpy(), b)
+    ps[0]._data.flags.writeable = True
+    opt.step(g)
+    assert not np.array_equal(ps[0].numpy(), before[0])
 
 
-@pytest.mark.xfail(strict=True, reason="pre-existing: step() maps parameters to groups by the positions fixed at "
-                   "construction (opt.params, _group_of), not by param_groups[i]['params'] as torch does: a group "
-                   "appended by hand is silently never updated, reversed groups swap their options; fix in "
-                   "nn/optim/optimizers.py (owner)")
 @pytest.mark.parametrize("change", ["appended", "reversed"])
 def test_param_groups_edited_by_hand_as_torch(change):
     a0, b0 = np.ones(3, np.float32), np.ones(2, np.float32)
@@ -558,3 +557,50 @@ def test_two_threads_give_one_thread_bits(tmp_path):
         out[n] = np.load(tmp_path / f"t{n}.npz")
     for key in out[1]:
         np.testing.assert_array_equal(out[1][key], out[2][key])
+
+
+@pytest.mark.parametrize("grads_as", ["dot_grad", "list"])
+@pytest.mark.parametrize("change", ["appended", "reversed", "params_appended", "params_popped", "moved", "replaced"])
+def test_param_groups_edited_by_hand_between_steps_keep_each_parameters_state_as_torch(change, grads_as):
+    # Adam's state must follow its parameter (by identity) through the edit; the plan made at the steps before
+    # must notice it, also an in-place edit of a group's "params" list
+    rng = np.random.default_rng(0)
+    init = [rng.standard_normal(n).astype(np.float32) for n in (3, 2, 4)]
+    ps = [nn.Parameter(a.copy()) for a in init]
+    ts = [torch.tensor(a.copy(), requires_grad=True) for a in init]
+    opt = optim.Adam([{"params": ps[:2], "lr": 0.1}, {"params": ps[2:], "lr": 0.01}])
+    topt = torch.optim.Adam([{"params": ts[:2], "lr": 0.1}, {"params": ts[2:], "lr": 0.01}])
+    extra_p, extra_t = nn.Parameter(np.ones(5, np.float32)), torch.ones(5, requires_grad=True)
+
+    def edit(o, xs, extra):
+        g0, g1 = o.param_groups
+        if change == "appended":
+            o.param_groups.append({**{k: v for k, v in g0.items() if k != "params"}, "params": [extra], "lr": 0.5})
+        elif change == "reversed":
+            o.param_groups.reverse()
+        elif change == "params_appended":
+            g1["params"].append(extra)
+        elif change == "params_popped":
+            g0["params"].pop()
+        elif change == "moved":  # the boundary moves: the same parameters in the same order, other options
+            g1["params"].insert(0, g0["params"].pop())
+        else:
+            g0["params"][0] = extra
+
+    live = list(ps) + [extra_p]
+    tlive = list(ts) + [extra_t]
+    for step in range(4):
+        if step == 2:
+            edit(opt, ps, extra_p)
+            edit(topt, ts, extra_t)
+        grads = [rng.standard_normal(p.shape).astype(np.float32) for p in live]
+        for p, t, g in zip(live, tlive, grads, strict=True):
+            p.grad, t.grad = tracer.tensor(g), torch.tensor(g)
+        if grads_as == "list":
+            order = {id(p): g for p, g in zip(live, grads, strict=True)}
+            opt.step([order[id(p)] for grp in opt.param_groups for p in grp["params"]])
+        else:
+            opt.step()
+        topt.step()
+        for p, t in zip(live, tlive, strict=True):
+            np.testing.assert_allclose(p.numpy(), t.detach().numpy(), rtol=1e-6, atol=1e-7)

@@ -115,7 +115,7 @@ class Flat(NotCopied):
     makes its own at its next step, and takes the copied state entries there."""
 
     def __init__(self, opt, datas, used, old=None):
-        self.datas, self.used = datas, used
+        self.datas, self.used, self.group_of = datas, used, list(opt._group_of)  # (coefficients are per group)
         self.plan = None  # the step's plan (Optimizer._plan) under which this was found current
         self.ok = all(type(d) is np.ndarray and d.dtype in numba_adam.DTYPES and d.flags.c_contiguous
                       and d.flags.writeable for d in datas)
@@ -243,8 +243,8 @@ def _current(opt) -> Flat:
     flat = opt._flat_state
     used = [opt._flat_names(g) for g in opt.param_groups]
     datas = [p._data for p in opt.params]
-    if flat is None or flat.used != used or len(datas) != len(flat.datas) or not all(map(operator.is_, flat.datas,
-                                                                                            datas)):
+    if flat is None or flat.used != used or flat.group_of != opt._group_of or len(datas) != len(flat.datas) or \
+            not all(map(operator.is_, flat.datas, datas)):
         flat = opt._flat_state = Flat(opt, datas, used, flat)
     return flat
 

@@ -90,6 +90,40 @@ def unchanged(groups: list, snap: list) -> bool:
     return True
 
 
+def sync_groups(opt) -> None:
+    """opt's parameters, their groups, state and step counts as param_groups holds them now: torch reads each
+    group's "params" at every step, so a group appended to param_groups by hand (not add_param_group), the groups
+    reordered or a group's "params" edited take effect at the next step here too, each parameter keeping its state
+    and step count (by identity), a new one starting afresh. Options a hand-made group lacks come from the
+    constructor's, as add_param_group's; a bad group raises add_param_group's error and changes nothing."""
+    groups, params, group_of = opt.param_groups, opt.params, opt._group_of
+    if all(type(g) is dict and type(g.get("params")) is list for g in groups):
+        members = [p for g in groups for p in g["params"]]
+        if len(members) == len(params) and all(map(is_, members, params)) and \
+                [i for i, g in enumerate(groups) for _ in g["params"]] == group_of:
+            return
+    before = (params, opt.state, group_of, opt.skipped, opt.names)
+    old = {id(p): (state, skipped) for p, state, skipped in zip(params, opt.state, opt.skipped, strict=True)}
+    names = dict(zip(map(id, params), opt.names, strict=True)) if opt.names is not None else {}
+    opt.param_groups, opt.params, opt.state, opt._group_of, opt.skipped = [], [], [], [], []
+    try:
+        for i, group in enumerate(groups):
+            opt._add_group(group, f"parameter group {i}")
+            if type(group) is dict:  # the user's dict stays the group (filled in), as torch keeps it
+                group.update(opt.param_groups[-1])
+                opt.param_groups[-1] = group
+    except Exception:  # the user's list was not touched: everything as before
+        opt.param_groups, (opt.params, opt.state, opt._group_of, opt.skipped, opt.names) = groups, before
+        raise
+    groups[:], opt.param_groups = opt.param_groups, groups  # the same list object, holding the groups as made
+    for i, p in enumerate(opt.params):
+        if id(p) in old:
+            opt.state[i], opt.skipped[i] = old[id(p)]
+    found = [names.get(id(p)) for p in opt.params]
+    opt.names = None if None in found else found
+    opt._plan = None
+
+
 class Plan(NotCopied):
     """What a full check of step()'s gradients found, for the steps after it to check cheaply: the parameters'
     arrays and autograd records (by identity: p.data rebound, moved to another array module, frozen or unfrozen
@@ -98,7 +132,7 @@ class Plan(NotCopied):
     Made only where every parameter has a gradient and the arrays are NumPy's; anything else, or a mismatch, takes
     the full checks, which raise their errors or make the plan again. Not copied with the optimizer."""
 
-    __slots__ = ("ags", "datas", "dtypes", "n", "options", "tensors")
+    __slots__ = ("ags", "datas", "dtypes", "n", "options", "sizes", "tensors")
 
 
 def make_plan(opt, grads, arrays) -> Plan | None:
@@ -118,6 +152,7 @@ def make_plan(opt, grads, arrays) -> Plan | None:
     plan.n, plan.datas, plan.ags, plan.options, plan.tensors = len(datas), datas, [p._ag for p in opt.params], \
         options, tensors
     plan.dtypes = [d.dtype for d in datas]
+    plan.sizes = [len(g["params"]) for g in opt.param_groups]
     return plan
 
 
@@ -132,13 +167,17 @@ def planned(opt, grads: list) -> list | None:
         if groups[0] is not group or len(group) != len(keys) or not all(map(is_, group.values(), values)) \
                 or not all(map(is_, group, keys)):
             return None
-    elif not unchanged(groups, plan.options):
+    elif not unchanged(groups, plan.options) or [len(g["params"]) for g in groups] != plan.sizes:
+        return None
+    # a group's "params" edited in place (the same list object): sync_groups at the full check
+    members = groups[0]["params"] if len(groups) == 1 else [p for g in groups for p in g["params"]]
+    if len(members) != plan.n or not all(map(is_, members, params)):
         return None
     ndarray = np.ndarray
     if not plan.tensors:
         for p, g, d, ag, dtype in zip(params, grads, plan.datas, plan.ags, plan.dtypes, strict=True):
             if p._data is not d or p._ag is not ag or type(g) is not ndarray or g.dtype != dtype \
-                    or g.shape != d.shape:
+                    or g.shape != d.shape or not d.flags.writeable:
                 return None
         return list(grads)
     arrays = []
@@ -147,8 +186,8 @@ def planned(opt, grads: list) -> list | None:
         if p._data is not d or p._ag is not ag or type(g) is not Tensor or g._var is not None:
             return None
         a = g._data  # value_and_grad's concrete Tensors
-        if type(a) is not ndarray or a.dtype != dtype or a.shape != d.shape:  # (numba makes dtype objects anew)
-            return None
+        if type(a) is not ndarray or a.dtype != dtype or a.shape != d.shape or not d.flags.writeable:
+            return None  # (numba makes dtype objects anew; a parameter made read-only since: the full check raises)
         append(a)
     return arrays
 
@@ -161,4 +200,4 @@ def refuse_differentiable(opt, differentiable: bool) -> None:
 
 
 __all__ = ["Plan", "is_group_list", "make_group", "make_plan", "named", "normalize", "planned", "refuse_differentiable",
-           "snapshot", "unchanged"]
+           "snapshot", "sync_groups", "unchanged"]

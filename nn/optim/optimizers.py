@@ -16,7 +16,7 @@ from tracer.autograd import bump
 from tracer.tensor import array_module_of
 
 from . import flat
-from .groups import Plan, is_group_list, make_group, make_plan, normalize, planned, refuse_differentiable
+from .groups import Plan, is_group_list, make_group, make_plan, normalize, planned, refuse_differentiable, sync_groups
 from .state import load_state_dict, state_dict
 
 
@@ -150,6 +150,7 @@ class Optimizer(ABC):
             with enable_grad():
                 loss = closure()
         if grads is None:
+            sync_groups(self)  # (param_groups edited by hand: .grad in the order of the groups' parameters now)
             grads = self._dot_grads()
         arrays = self._planned(grads) if type(grads) is list and not _anomaly.enabled else None
         if arrays is None:  # the full checks (each raising its error), then a plan for the next steps
@@ -168,6 +169,7 @@ class Optimizer(ABC):
 
     def _checked(self, grads) -> list:
         """The gradients as arrays of their parameters' dtype and module (None: skipped), each checked."""
+        sync_groups(self)
         if type(grads) is not list and isinstance(grads, Mapping):
             grads = self._by_name(grads)
         if isinstance(grads, (Tensor, np.ndarray)) or not hasattr(grads, "__iter__"):
@@ -191,6 +193,9 @@ class Optimizer(ABC):
             if g.shape != data.shape:
                 raise ValueError(f"{type(self).__name__}.step: gradient {i} has shape {tuple(g.shape)} but "
                                  f"parameter {i} ({p._name or 'unnamed'}) has shape {p.shape}")
+            if not getattr(getattr(data, "flags", None), "writeable", True):  # before any parameter is updated
+                raise ValueError(f"{type(self).__name__}.step: parameter {i} ({p._name or 'unnamed'}) is read-only "
+                                 "(its array's writeable flag is False), so it cannot be updated in place")
             arrays.append(g)
         return arrays
 
