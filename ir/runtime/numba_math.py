@@ -41,6 +41,22 @@ def _float64_to_bits(typingctx, value):
     return types.int64(types.float64), codegen
 
 
+@intrinsic
+def _bits_to_f32(typingctx, bits):
+    """The float32 whose IEEE bits are the int32 `bits` (ir.runtime.numba_rnn's MATH_F32)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], llvm.FloatType())
+    return types.float32(types.int32), codegen
+
+
+@intrinsic
+def _f32_to_bits(typingctx, value):
+    """The IEEE bits of a float32 as an int32."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], llvm.IntType(32))
+    return types.int32(types.float32), codegen
+
+
 @njit(inline="always", error_model="numpy")
 def exp_reduced(d):
     """exp(d) for a float64 d in [-160, 160] (or NaN), to 3e-13 relative."""

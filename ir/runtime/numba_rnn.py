@@ -32,29 +32,13 @@ MIN_SIZE = 4096  # gate elements: below, NumPy's calls cost little, and a small 
 _NUMPY = {name: get_op(name).kernel for name in ("nn.lstm_cell", "grad.lstm_cell_backward")}
 
 # float32 exp(y) for y <= 0, sigmoid and tanh, inlined into the loops (a generated module's text, imports
-# included, which ir.runtime.numba_nll's rows use too: numba_math's helpers work in float64). exp_neg32_plus(y, err)
+# included, which ir.runtime.numba_nll's rows use too: numba_math's polynomials work in float64; its bitcasts are
+# imported). exp_neg32_plus(y, err)
 # is exp(y + err) for a correction err far below y's ulp (numba_nll's TwoSum remainder), exp_neg32 with none.
 # For y below -87 both give +0 (the true value is a float32 denormal or 0).
-MATH_F32 = '''
-from llvmlite import ir as llvm
-from numba import types
-from numba.extending import intrinsic
-
-
-@intrinsic
-def _bits_to_f32(typingctx, bits):
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], llvm.FloatType())
-    return types.float32(types.int32), codegen
-
-
-@intrinsic
-def _f32_to_bits(typingctx, value):
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], llvm.IntType(32))
-    return types.int32(types.float32), codegen
-
-
+MATH_F32 = f'''
+from {__package__}.numba_math import _bits_to_f32, _f32_to_bits
+''' + '''
 f32 = np.float32
 _ROUND32 = f32(12582912.0)  # 1.5 * 2**23: adding it rounds to an integer, which then sits in the low bits
 _ROUND32_BITS = np.int32(1262485504)
